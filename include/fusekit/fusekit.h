@@ -1,0 +1,8 @@
+// The whole public C++ API of fusekit. Includes no CUDA, HIP or PyTorch header.
+#pragma once
+
+#include "fusekit/norm.h"
+#include "fusekit/runtime.h"
+#include "fusekit/status.h"
+#include "fusekit/tensor.h"
+#include "fusekit/version.h"

@@ -1,0 +1,88 @@
+// The norm launch heuristic. See norm_config.h; measurements behind the choices are in
+// bench/NOTES.md.
+#include "gpu/norm/norm_config.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace fusekit::gpu {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int round_threads(int64_t threads, int warp) {
+  if (threads <= warp) {
+    int p = 1;
+    while (p < threads) p *= 2;
+    return p;
+  }
+  return static_cast<int>(ceil_div(threads, warp) * warp);
+}
+
+// Blocks of at least this many threads for short rows (several rows per block).
+constexpr int kMinBlockThreads = 256;
+// Registers path: the widest a row may be spread (one group per thread up to here, then more
+// groups per thread).
+constexpr int kMaxRegisterThreadsPerRow = 1024;
+
+}  // namespace
+
+std::string NormConfig::to_string() const {
+  std::ostringstream s;
+  if (path == Path::kRegisters) {
+    s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
+      << ")";
+  } else {
+    s << "staged(threads=" << threads_per_row << ",smem_groups=" << smem_groups << ")";
+  }
+  return s.str();
+}
+
+bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads_per_row,
+                      int items, NormConfig* config) {
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  const int warp = shape.warp_size;
+  const bool shape_ok = threads_per_row >= 1 && threads_per_row <= kNormMaxThreads &&
+                        (threads_per_row <= warp ? (threads_per_row & (threads_per_row - 1)) == 0
+                                                 : threads_per_row % warp == 0);
+  if (!shape_ok) return false;
+  NormConfig c;
+  c.path = path;
+  c.threads_per_row = threads_per_row;
+  if (path == NormConfig::Path::kRegisters) {
+    const int max_items = kNormRegisterElems / shape.group_elems;
+    if (items < 1 || items > max_items) return false;
+    if (static_cast<int64_t>(threads_per_row) * items < groups) return false;
+    c.items = items;
+    c.rows_per_block = std::max(1, kMinBlockThreads / threads_per_row);
+    if (threads_per_row < warp) c.rows_per_block = std::max(c.rows_per_block, warp / threads_per_row);
+    c.block_threads = threads_per_row * c.rows_per_block;
+  } else {
+    if (threads_per_row < warp || threads_per_row > kNormStagedThreads) return false;
+    c.items = 0;
+    c.rows_per_block = 1;
+    c.block_threads = threads_per_row;
+    const int64_t group_bytes = static_cast<int64_t>(shape.group_elems) * shape.source_elem_bytes;
+    c.smem_groups = std::min<int64_t>(groups, shape.max_smem_bytes / group_bytes);
+  }
+  *config = c;
+  return true;
+}
+
+NormConfig choose_norm_config(const NormShape& shape) {
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  const int max_items = kNormRegisterElems / shape.group_elems;
+  NormConfig c;
+  if (groups <= static_cast<int64_t>(kMaxRegisterThreadsPerRow) * max_items) {
+    // One group per thread while the row fits 1024 threads, then more groups per thread.
+    const int items = static_cast<int>(
+        std::min<int64_t>(max_items, ceil_div(groups, kMaxRegisterThreadsPerRow)));
+    const int threads = round_threads(ceil_div(groups, items), shape.warp_size);
+    make_norm_config(shape, NormConfig::Path::kRegisters, threads, items, &c);
+  } else {
+    make_norm_config(shape, NormConfig::Path::kStaged, kNormStagedThreads, 0, &c);
+  }
+  return c;
+}
+
+}  // namespace fusekit::gpu

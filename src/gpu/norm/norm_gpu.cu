@@ -1,0 +1,127 @@
+// GPU backend entry for the normalization family: pick the launch configuration (norm_config.h)
+// and the widest aligned access, then hand over to the per-kind launchers.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "gpu/common/check.h"
+#include "gpu/norm/norm_gpu.h"
+#include "gpu/norm/norm_kernel.cuh"
+#include "gpu/platform.h"
+
+namespace fusekit::gpu {
+
+template <NormKind kKind>
+Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
+                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream);
+
+namespace {
+
+using detail::NormProblem;
+
+int group_elems(const NormProblem& p) { return 16 / static_cast<int>(dtype_size(p.x_dtype)); }
+
+// The widest access (in elements, at most one group) that every row of every tensor allows.
+int widest_load(const NormProblem& p) {
+  const size_t x_bytes = dtype_size(p.x_dtype);
+  const size_t r_bytes = dtype_size(p.residual_dtype);
+  const size_t w_bytes = dtype_size(p.weight_dtype);
+  auto aligned = [&](const void* ptr, int64_t row_stride, size_t elem, int load) {
+    if (ptr == nullptr) return true;
+    const size_t align = std::min<size_t>(16, load * elem);
+    if (reinterpret_cast<std::uintptr_t>(ptr) % align != 0) return false;
+    return p.rows <= 1 || row_stride % load == 0;
+  };
+  int load = group_elems(p);
+  for (; load > 1; load /= 2) {
+    bool ok = aligned(p.x, p.x_stride, x_bytes, load) &&
+              aligned(p.out, p.out_stride, x_bytes, load) &&
+              aligned(p.weight, 0, w_bytes, load) && aligned(p.bias, 0, w_bytes, load);
+    if (p.add_residual) {
+      ok = ok && aligned(p.residual, p.residual_stride, r_bytes, load) &&
+           aligned(p.residual_out, p.residual_out_stride, r_bytes, load);
+    }
+    if (ok) break;
+  }
+  return load;
+}
+
+bool pdl_enabled_by_default() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FUSEKIT_PDL");
+    return v == nullptr || v[0] != '0';
+  }();
+  return enabled;
+}
+
+NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
+  NormShape s;
+  s.cols = p.cols;
+  s.group_elems = group_elems(p);
+  s.source_elem_bytes = static_cast<int>(dtype_size(p.source_dtype()));
+  s.warp_size = info.warp_size;
+  s.max_smem_bytes = info.max_smem_per_block;
+  return s;
+}
+
+}  // namespace
+
+Status describe_norm_config(const NormProblem& p, NormConfig* config, int* load_width) {
+  DeviceInfo info;
+  const ErrorCode e = query_device_info(p.device.index, &info);
+  if (e != kSuccess) return status_from("norm: querying the device", e);
+  *config = choose_norm_config(shape_of(p, info));
+  *load_width = widest_load(p);
+  return Status();
+}
+
+Status run_norm_gpu_with(const NormProblem& p, Stream stream,
+                         const NormLaunchOverrides& overrides) {
+  DeviceGuard guard(p.device.index);
+  DeviceInfo info;
+  const ErrorCode e = query_device_info(p.device.index, &info);
+  if (e != kSuccess) return status_from("norm: querying the device", e);
+
+  const NormConfig cfg =
+      overrides.config != nullptr ? *overrides.config : choose_norm_config(shape_of(p, info));
+  const bool pdl = info.supports_pdl &&
+                   (overrides.pdl < 0 ? pdl_enabled_by_default() : overrides.pdl == 1);
+
+  NormKernelArgs a{};
+  a.x = p.x;
+  a.out = p.out;
+  a.residual = p.residual;
+  a.residual_out = p.residual_out;
+  a.weight = p.weight;
+  a.bias = p.bias;
+  a.rstd = p.rstd;
+  a.mean = p.mean;
+  a.x_stride = p.x_stride;
+  a.out_stride = p.out_stride;
+  a.residual_stride = p.residual_stride;
+  a.residual_out_stride = p.residual_out_stride;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.eps = p.eps;
+  a.weight_offset = p.weight_offset;
+  a.weight_after_cast = p.weight_after_cast;
+  a.threads_per_row = cfg.threads_per_row;
+  a.items = cfg.items;
+  a.rows_per_block = cfg.rows_per_block;
+  a.smem_groups = cfg.smem_groups;
+
+  const auto s = static_cast<StreamHandle>(stream);
+  const int load = widest_load(p);
+  if (p.kind == NormKind::kRms) return launch_norm<NormKind::kRms>(p, a, cfg, load, info, pdl, s);
+  return launch_norm<NormKind::kLayer>(p, a, cfg, load, info, pdl, s);
+}
+
+}  // namespace fusekit::gpu
+
+namespace fusekit::detail {
+
+Status run_norm_gpu(const NormProblem& p, Stream stream) {
+  return gpu::run_norm_gpu_with(p, stream, gpu::NormLaunchOverrides{});
+}
+
+}  // namespace fusekit::detail

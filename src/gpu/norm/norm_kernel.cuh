@@ -1,0 +1,314 @@
+// RMSNorm / LayerNorm kernels, with or without the fused residual add: device code only.
+//
+// Why two kernels. A normalization needs a whole row before it can write anything, so the row
+// must be held somewhere between its reduction and its output. Up to 8 elements per thread
+// (N <= 8192 with 1024 threads) it stays in registers: one read of each input, one write of each
+// output, and nothing but shuffles and one barrier in between, which is what small batches (one
+// token, a decode step) need for latency. Beyond that, norm_staged_kernel keeps as much of the
+// row as fits in shared memory and re-reads the rest (from L2, where it was just read) in the
+// second pass; a whole row of up to ~110K bf16 elements fits on an H100.
+//
+// Work split. Each thread owns "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements), groups
+// t, t + T, t + 2T, ... of its row (T = threads per row), so a warp's accesses are contiguous. The
+// split depends on N and the dtypes only; kLoad, the width of each memory access, adapts to
+// alignment without changing which thread sums what, so results are bitwise identical at any
+// alignment and for any number of rows in the launch.
+//
+// Numerics. Sums in float32; LayerNorm subtracts the mean before squaring (two passes over data
+// already on chip). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/common/reduce.cuh"
+#include "gpu/common/vec_io.cuh"
+#include "gpu/platform.h"
+#include "norm/norm_problem.h"
+
+namespace fusekit::gpu {
+
+using detail::NormKind;
+
+// Everything a norm kernel reads besides its template parameters. Passed by value.
+struct NormKernelArgs {
+  const void* x;
+  void* out;
+  const void* residual;
+  void* residual_out;
+  const void* weight;  // may be null (layer norm): 1
+  const void* bias;    // may be null: 0
+  float* rstd;         // may be null
+  float* mean;         // may be null
+  int64_t x_stride;
+  int64_t out_stride;
+  int64_t residual_stride;
+  int64_t residual_out_stride;
+  int64_t rows;
+  int64_t cols;
+  float eps;
+  float weight_offset;
+  bool weight_after_cast;
+  int threads_per_row;  // registers path: a power of two <= warp, or a multiple of the warp
+  int items;            // registers path: groups per thread (<= kMaxItems)
+  int rows_per_block;   // registers path
+  int64_t smem_groups;  // staged path: groups of the row kept in shared memory
+};
+
+template <NormKind kKind_, bool kAdd_, typename TX_, typename TW_, typename TR_, int kLoad_,
+          int kWarp_>
+struct NormTraits {
+  static constexpr NormKind kKind = kKind_;
+  static constexpr bool kAdd = kAdd_;
+  static constexpr bool kLayer = kKind_ == NormKind::kLayer;
+  using TX = TX_;  // x and out
+  using TW = TW_;  // weight and bias
+  using TR = TR_;  // residual and residual_out; the normalized values h (TX when !kAdd)
+  static constexpr int kLoad = kLoad_;
+  static constexpr int kWarp = kWarp_;
+  static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
+  static constexpr int kMaxItems = 8 / kGroup;  // registers path: 8 elements per thread
+  // Staged path: groups in flight per thread in pass 1 (two inputs each when adding).
+  static constexpr int kBatch = kAdd ? 2 : 4;
+  static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
+  static constexpr int kMaxThreads = 1024;      // registers path (64 registers per thread)
+  static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
+  static constexpr int kScratch = kMaxThreads / kWarp;
+};
+
+// h for one group: x (plus residual, rounded to TR, and written to residual_out when kAdd).
+// Loads for all inputs are issued before any store so that they overlap.
+template <class K>
+FUSEKIT_DEVICE void load_source(const NormKernelArgs& a, int64_t row, int64_t col,
+                                float (&h)[K::kGroup]) {
+  using TX = typename K::TX;
+  using TR = typename K::TR;
+  const int64_t n = a.cols;
+  load_group<TX, K::kGroup, K::kLoad>(static_cast<const TX*>(a.x) + row * a.x_stride, col, n, h);
+  if constexpr (K::kAdd) {
+    float r[K::kGroup];
+    load_group<TR, K::kGroup, K::kLoad>(
+        static_cast<const TR*>(a.residual) + row * a.residual_stride, col, n, r);
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) h[e] = round_to<TR>(h[e] + r[e]);
+    store_group<TR, K::kGroup, K::kLoad>(
+        static_cast<TR*>(a.residual_out) + row * a.residual_out_stride, col, n, h);
+  }
+}
+
+// Weight (with offset) and bias for one group; 1 and 0 where absent.
+template <class K>
+FUSEKIT_DEVICE void load_affine(const NormKernelArgs& a, int64_t col, float (&w)[K::kGroup],
+                                float (&b)[K::kGroup]) {
+  using TW = typename K::TW;
+  if (a.weight != nullptr) {
+    load_group<TW, K::kGroup, K::kLoad>(static_cast<const TW*>(a.weight), col, a.cols, w);
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) w[e] += a.weight_offset;
+  } else {
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) w[e] = 1.0f;
+  }
+  if (K::kLayer && a.bias != nullptr) {
+    load_group<TW, K::kGroup, K::kLoad>(static_cast<const TW*>(a.bias), col, a.cols, b);
+  } else {
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) b[e] = 0.0f;
+  }
+}
+
+// y = ((h - mean) * rstd [rounded to TX]) * w + b, stored to out.
+template <class K>
+FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, int64_t col,
+                                 const float (&h)[K::kGroup], const float (&w)[K::kGroup],
+                                 const float (&b)[K::kGroup], float mean, float rstd) {
+  using TX = typename K::TX;
+  float y[K::kGroup];
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) {
+    float v = (h[e] - mean) * rstd;
+    if (a.weight_after_cast) v = round_to<TX>(v);
+    y[e] = v * w[e] + b[e];
+  }
+  store_group<TX, K::kGroup, K::kLoad>(static_cast<TX*>(a.out) + row * a.out_stride, col, a.cols,
+                                       y);
+}
+
+template <class K>
+__global__ void __launch_bounds__(K::kMaxThreads) norm_registers_kernel(NormKernelArgs a) {
+  constexpr int G = K::kGroup;
+  __shared__ float scratch[2][K::kScratch];
+  const int tpr = a.threads_per_row;
+  const int t = static_cast<int>(threadIdx.x) % tpr;
+  const int64_t row =
+      static_cast<int64_t>(blockIdx.x) * a.rows_per_block + static_cast<int>(threadIdx.x) / tpr;
+  const bool active = row < a.rows;
+  const int64_t n = a.cols;
+
+  wait_for_prior_grids();
+  allow_dependent_grids();
+
+  float h[K::kMaxItems][G];
+  float w[K::kMaxItems][G];
+  float b[K::kMaxItems][G];
+#pragma unroll
+  for (int i = 0; i < K::kMaxItems; ++i) {
+    const int64_t col = static_cast<int64_t>(t + i * tpr) * G;
+    if (active && i < a.items && col < n) {
+      load_source<K>(a, row, col, h[i]);
+      load_affine<K>(a, col, w[i], b[i]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < G; ++e) h[i][e] = 0.0f;
+    }
+  }
+
+  float mean = 0.0f;
+  float acc = 0.0f;
+  if constexpr (K::kLayer) {
+#pragma unroll
+    for (int i = 0; i < K::kMaxItems; ++i) {
+#pragma unroll
+      for (int e = 0; e < G; ++e) acc += h[i][e];
+    }
+    mean = row_sum<K::kWarp>(acc, tpr, scratch[0]) / static_cast<float>(n);
+    acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < K::kMaxItems; ++i) {
+      const int64_t col = static_cast<int64_t>(t + i * tpr) * G;
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        const float d = h[i][e] - mean;
+        if (i < a.items && col + e < n) acc += d * d;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < K::kMaxItems; ++i) {
+#pragma unroll
+      for (int e = 0; e < G; ++e) acc += h[i][e] * h[i][e];
+    }
+  }
+  const float rstd = rsqrtf(row_sum<K::kWarp>(acc, tpr, scratch[1]) / static_cast<float>(n) + a.eps);
+
+  if (!active) return;
+#pragma unroll
+  for (int i = 0; i < K::kMaxItems; ++i) {
+    const int64_t col = static_cast<int64_t>(t + i * tpr) * G;
+    if (i < a.items && col < n) write_output<K>(a, row, col, h[i], w[i], b[i], mean, rstd);
+  }
+  if (t == 0) {
+    if (a.rstd != nullptr) a.rstd[row] = rstd;
+    if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
+  }
+}
+
+// Reads group g of h back in the second pass: from shared memory when staged there, else from
+// global memory (residual_out when adding, whose values this thread wrote in the first pass;
+// x otherwise).
+template <class K>
+FUSEKIT_DEVICE void reload_source(const NormKernelArgs& a, const typename K::TR* stage,
+                                  int64_t row, int64_t g, float (&h)[K::kGroup]) {
+  using TR = typename K::TR;
+  constexpr int G = K::kGroup;
+  if (g < a.smem_groups) {
+    Packed<TR, G> p;
+    p.load(stage + g * G);
+#pragma unroll
+    for (int e = 0; e < G; ++e) h[e] = to_float(p.elems[e]);
+  } else {
+    const TR* src = K::kAdd ? static_cast<const TR*>(a.residual_out) + row * a.residual_out_stride
+                            : static_cast<const TR*>(a.x) + row * a.x_stride;
+    load_group<TR, G, K::kLoad>(src, g * G, a.cols, h);
+  }
+}
+
+// One block per row. Pass 1 reads the inputs once (forming and writing h when adding), sums, and
+// stages the first smem_groups groups of h in shared memory; pass 2 writes the output.
+template <class K>
+__global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormKernelArgs a) {
+  using TR = typename K::TR;
+  constexpr int G = K::kGroup;
+  constexpr int B = K::kBatch;
+  extern __shared__ uint4 stage_words[];
+  TR* stage = reinterpret_cast<TR*>(stage_words);
+  __shared__ float scratch[2][K::kScratch];
+
+  const int64_t row = blockIdx.x;
+  const int threads = static_cast<int>(blockDim.x);
+  const int64_t n = a.cols;
+  const int64_t groups = (n + G - 1) / G;
+
+  wait_for_prior_grids();
+  allow_dependent_grids();
+
+  // Pass 1: read, (add), stage, sum.
+  float acc = 0.0f;
+  for (int64_t g0 = threadIdx.x; g0 < groups; g0 += static_cast<int64_t>(threads) * B) {
+    float h[B][G];
+#pragma unroll
+    for (int j = 0; j < B; ++j) {
+      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
+      if (g < groups) {
+        load_source<K>(a, row, g * G, h[j]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < G; ++e) h[j][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < B; ++j) {
+      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
+      if (g < a.smem_groups) {
+        Packed<TR, G> p;
+#pragma unroll
+        for (int e = 0; e < G; ++e) p.elems[e] = from_float<TR>(h[j][e]);
+        p.store(stage + g * G);
+      }
+#pragma unroll
+      for (int e = 0; e < G; ++e) acc += K::kLayer ? h[j][e] : h[j][e] * h[j][e];
+    }
+  }
+  float mean = 0.0f;
+  float total = row_sum<K::kWarp>(acc, threads, scratch[0]);
+  if constexpr (K::kLayer) {
+    // Second pass over data on chip (or in L2): the variance about the mean.
+    mean = total / static_cast<float>(n);
+    acc = 0.0f;
+    for (int64_t g = threadIdx.x; g < groups; g += threads) {
+      float h[G];
+      reload_source<K>(a, stage, row, g, h);
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        const float d = h[e] - mean;
+        if (g * G + e < n) acc += d * d;
+      }
+    }
+    total = row_sum<K::kWarp>(acc, threads, scratch[1]);
+  }
+  const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
+
+  // Pass 2: normalize and write.
+  constexpr int B2 = K::kOutBatch;
+  for (int64_t g0 = threadIdx.x; g0 < groups; g0 += static_cast<int64_t>(threads) * B2) {
+    float h[B2][G], w[B2][G], b[B2][G];
+#pragma unroll
+    for (int j = 0; j < B2; ++j) {
+      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
+      if (g < groups) {
+        reload_source<K>(a, stage, row, g, h[j]);
+        load_affine<K>(a, g * G, w[j], b[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < B2; ++j) {
+      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
+      if (g < groups) write_output<K>(a, row, g * G, h[j], w[j], b[j], mean, rstd);
+    }
+  }
+  if (threadIdx.x == 0) {
+    if (a.rstd != nullptr) a.rstd[row] = rstd;
+    if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
+  }
+}
+
+}  // namespace fusekit::gpu

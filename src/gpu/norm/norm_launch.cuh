@@ -1,0 +1,94 @@
+// Host side of the norm kernels: from a validated NormProblem and a NormConfig to a launch.
+//
+// launch_norm<kKind> is instantiated once per kind in its own translation unit (norm_rms.cu,
+// norm_layer.cu) so the two halves of the kernel set compile in parallel. It turns the runtime
+// dtypes, the add flag, the load width and the warp size into template arguments, and launches the
+// registers or the staged kernel. Rows beyond what one grid can index go in several launches.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <string>
+#include <type_traits>
+
+#include "gpu/common/check.h"
+#include "gpu/common/dispatch.h"
+#include "gpu/norm/norm_config.h"
+#include "gpu/norm/norm_kernel.cuh"
+
+namespace fusekit::gpu {
+
+template <class K>
+Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceInfo& info,
+                          bool pdl, StreamHandle stream) {
+  const bool registers = cfg.path == NormConfig::Path::kRegisters;
+  auto kernel = registers ? norm_registers_kernel<K> : norm_staged_kernel<K>;
+  const size_t smem =
+      registers ? 0 : static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
+  if (smem > 48 * 1024) {
+    static std::atomic<int> raised_to{48 * 1024};
+    if (static_cast<int>(smem) > raised_to.load()) {
+      const ErrorCode e = set_max_dynamic_smem(kernel, info.max_smem_per_block);
+      if (e != kSuccess) return status_from("norm: raising the shared-memory limit", e);
+      raised_to.store(info.max_smem_per_block);
+    }
+  }
+  const int64_t rows_per_block = registers ? cfg.rows_per_block : 1;
+  const int64_t max_blocks = INT_MAX;
+  const int64_t total_rows = a.rows;
+  for (int64_t first = 0; first < total_rows; first += max_blocks * rows_per_block) {
+    NormKernelArgs part = a;
+    const int64_t rows = std::min(total_rows - first, max_blocks * rows_per_block);
+    part.rows = rows;
+    auto shift = [&](auto* p, int64_t stride, int64_t elem) {
+      using P = std::remove_pointer_t<decltype(p)>;
+      using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+      return p == nullptr ? p : reinterpret_cast<decltype(p)>(reinterpret_cast<Byte*>(p) +
+                                                              first * stride * elem);
+    };
+    part.x = shift(a.x, a.x_stride, sizeof(typename K::TX));
+    part.out = shift(a.out, a.out_stride, sizeof(typename K::TX));
+    part.residual = shift(a.residual, a.residual_stride, sizeof(typename K::TR));
+    part.residual_out = shift(a.residual_out, a.residual_out_stride, sizeof(typename K::TR));
+    part.rstd = shift(a.rstd, 1, sizeof(float));
+    part.mean = shift(a.mean, 1, sizeof(float));
+    const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
+    const dim3 block(static_cast<unsigned>(cfg.block_threads));
+    const ErrorCode e = launch(kernel, grid, block, smem, stream, pdl, part);
+    if (e != kSuccess) return status_from("norm: kernel launch", e);
+  }
+  return Status();
+}
+
+template <NormKind kKind>
+Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
+                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
+  return dispatch_float_dtype(p.x_dtype, [&](auto x_tag) -> Status {
+    using TX = typename decltype(x_tag)::type;
+    return dispatch_x_or_float<TX>(p.weight_dtype, [&](auto w_tag) -> Status {
+      using TW = typename decltype(w_tag)::type;
+      return dispatch_bool(p.add_residual, [&](auto add_tag) -> Status {
+        using AddTag = decltype(add_tag);
+        return dispatch_x_or_float<TX>(p.source_dtype(), [&](auto r_tag) -> Status {
+          using TR = typename decltype(r_tag)::type;
+          if constexpr (!AddTag::value && !std::is_same_v<TR, TX>) {
+            return Status::runtime_error("norm: internal dtype dispatch error");
+          } else {
+            auto with_load = [&](auto load_tag) -> Status {
+              return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
+                using K = NormTraits<kKind, AddTag::value, TX, TW, TR, decltype(load_tag)::value,
+                                     decltype(warp_tag)::value>;
+                return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
+              });
+            };
+            if constexpr (sizeof(TX) == 2) return dispatch_int<8, 4, 2, 1>(load_width, with_load);
+            else return dispatch_int<4, 2, 1>(load_width, with_load);
+          }
+        });
+      });
+    });
+  });
+}
+
+}  // namespace fusekit::gpu

@@ -1,0 +1,206 @@
+// The only file in fusekit that knows whether it is compiled as CUDA or as HIP.
+//
+// Everything that differs between the two lives here, under one #if: runtime API names, error
+// strings, device properties, launches (with programmatic dependent launch where the hardware has
+// it), warp shuffles, the grid-dependency controls, and the 16-bit float conversion intrinsics.
+// Kernels and launchers include this header and never test __CUDACC__ / __HIPCC__ themselves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#define FUSEKIT_PLATFORM_HIP 1
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#else
+#define FUSEKIT_PLATFORM_CUDA 1
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#endif
+
+#define FUSEKIT_DEVICE __device__ __forceinline__
+#define FUSEKIT_HOST_DEVICE __host__ __device__ __forceinline__
+
+namespace fusekit::gpu {
+
+// ---------------------------------------------------------------------------------------------
+// Runtime API
+// ---------------------------------------------------------------------------------------------
+#if FUSEKIT_PLATFORM_HIP
+using StreamHandle = hipStream_t;
+using ErrorCode = hipError_t;
+constexpr ErrorCode kSuccess = hipSuccess;
+constexpr const char* kBackendName = "hip";
+inline const char* error_string(ErrorCode e) { return hipGetErrorString(e); }
+inline ErrorCode get_last_error() { return hipGetLastError(); }
+inline ErrorCode get_device(int* d) { return hipGetDevice(d); }
+inline ErrorCode set_device(int d) { return hipSetDevice(d); }
+inline ErrorCode get_device_count(int* n) { return hipGetDeviceCount(n); }
+inline ErrorCode device_synchronize() { return hipDeviceSynchronize(); }
+inline ErrorCode malloc_device(void** p, size_t bytes) { return hipMalloc(p, bytes); }
+inline ErrorCode free_device(void* p) { return hipFree(p); }
+inline ErrorCode memset_async(void* p, int v, size_t bytes, StreamHandle s) {
+  return hipMemsetAsync(p, v, bytes, s);
+}
+enum class CopyDirection { kH2D = hipMemcpyHostToDevice, kD2H = hipMemcpyDeviceToHost,
+                           kD2D = hipMemcpyDeviceToDevice };
+inline ErrorCode memcpy_async(void* dst, const void* src, size_t bytes, CopyDirection dir,
+                              StreamHandle s) {
+  return hipMemcpyAsync(dst, src, bytes, static_cast<hipMemcpyKind>(dir), s);
+}
+inline ErrorCode stream_synchronize(StreamHandle s) { return hipStreamSynchronize(s); }
+inline std::string device_name(int d) {
+  hipDeviceProp_t prop;
+  return hipGetDeviceProperties(&prop, d) == hipSuccess ? std::string(prop.name) : "unknown";
+}
+#else
+using StreamHandle = cudaStream_t;
+using ErrorCode = cudaError_t;
+constexpr ErrorCode kSuccess = cudaSuccess;
+constexpr const char* kBackendName = "cuda";
+inline const char* error_string(ErrorCode e) { return cudaGetErrorString(e); }
+inline ErrorCode get_last_error() { return cudaGetLastError(); }
+inline ErrorCode get_device(int* d) { return cudaGetDevice(d); }
+inline ErrorCode set_device(int d) { return cudaSetDevice(d); }
+inline ErrorCode get_device_count(int* n) { return cudaGetDeviceCount(n); }
+inline ErrorCode device_synchronize() { return cudaDeviceSynchronize(); }
+inline ErrorCode malloc_device(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+inline ErrorCode free_device(void* p) { return cudaFree(p); }
+inline ErrorCode memset_async(void* p, int v, size_t bytes, StreamHandle s) {
+  return cudaMemsetAsync(p, v, bytes, s);
+}
+enum class CopyDirection { kH2D = cudaMemcpyHostToDevice, kD2H = cudaMemcpyDeviceToHost,
+                           kD2D = cudaMemcpyDeviceToDevice };
+inline ErrorCode memcpy_async(void* dst, const void* src, size_t bytes, CopyDirection dir,
+                              StreamHandle s) {
+  return cudaMemcpyAsync(dst, src, bytes, static_cast<cudaMemcpyKind>(dir), s);
+}
+inline ErrorCode stream_synchronize(StreamHandle s) { return cudaStreamSynchronize(s); }
+inline std::string device_name(int d) {
+  cudaDeviceProp prop;
+  return cudaGetDeviceProperties(&prop, d) == cudaSuccess ? std::string(prop.name) : "unknown";
+}
+#endif
+
+// What the launch heuristics need to know about a device, read once per device.
+struct DeviceInfo {
+  int index = 0;
+  int warp_size = 32;
+  int sm_count = 1;
+  int cc_major = 0;  // compute capability (CUDA) or gfx major (HIP)
+  int max_threads_per_sm = 2048;
+  int max_smem_per_block = 48 * 1024;  // opt-in limit, bytes
+  int l2_bytes = 0;
+  bool supports_pdl = false;  // programmatic dependent launch (CUDA, sm_90+)
+};
+
+// Properties of device `index`, cached; returns kSuccess or the runtime's error.
+ErrorCode query_device_info(int index, DeviceInfo* info);
+
+// Makes `device` current for the lifetime of the guard, restoring the previous one after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    get_device(&previous_);
+    if (previous_ != device) set_device(device);
+  }
+  ~DeviceGuard() {
+    int now = previous_;
+    get_device(&now);
+    if (now != previous_) set_device(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// Raises a kernel's dynamic shared-memory limit (needed above 48 KB on CUDA).
+template <typename Kernel>
+ErrorCode set_max_dynamic_smem(Kernel kernel, int bytes) {
+#if FUSEKIT_PLATFORM_HIP
+  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                             hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+#else
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...). With `pdl` (CUDA sm_90+ only) the
+// launch may begin while the previous kernel in the stream is finishing; kernels launched this
+// way call wait_for_prior_grids() before touching global memory, so results are unchanged.
+template <typename... KernelArgs, typename... Args>
+ErrorCode launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                 StreamHandle stream, bool pdl, Args&&... args) {
+#if FUSEKIT_PLATFORM_HIP
+  (void)pdl;
+  hipLaunchKernelGGL(kernel, grid, block, smem, stream, static_cast<KernelArgs>(args)...);
+  return hipGetLastError();
+#else
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device side
+// ---------------------------------------------------------------------------------------------
+
+// Butterfly exchange within a warp of kWarp lanes (32 on NVIDIA and RDNA, 64 on CDNA).
+template <int kWarp>
+FUSEKIT_DEVICE float shfl_xor(float v, int lane_mask) {
+#if FUSEKIT_PLATFORM_HIP
+  return __shfl_xor(v, lane_mask, kWarp);
+#else
+  static_assert(kWarp == 32, "CUDA warps have 32 lanes");
+  constexpr unsigned kAllLanes = ~0u;
+  return __shfl_xor_sync(kAllLanes, v, lane_mask, kWarp);
+#endif
+}
+
+// Programmatic dependent launch: wait until the grids this one depends on have completed and
+// their memory is visible; then let the next grid in the stream start its launch.
+FUSEKIT_DEVICE void wait_for_prior_grids() {
+#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+FUSEKIT_DEVICE void allow_dependent_grids() {
+#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// 16-bit floats are carried as raw bits (uint16_t) through kernels; these are the conversions.
+FUSEKIT_DEVICE float half_bits_to_float(uint16_t bits) {
+  return __half2float(__ushort_as_half(bits));
+}
+FUSEKIT_DEVICE uint16_t float_to_half_bits(float v) {
+  return __half_as_ushort(__float2half_rn(v));
+}
+FUSEKIT_DEVICE float bf16_bits_to_float(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+FUSEKIT_DEVICE uint16_t float_to_bf16_bits(float v) {
+#if FUSEKIT_PLATFORM_HIP
+  const uint32_t u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#else
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+#endif
+}
+
+}  // namespace fusekit::gpu

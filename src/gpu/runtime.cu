@@ -1,0 +1,96 @@
+// The GPU runtime seen through fusekit/runtime.h, and the cached device properties that launch
+// heuristics read (platform.h's DeviceInfo).
+#include <atomic>
+#include <mutex>
+
+#include "fusekit/runtime.h"
+#include "gpu/common/check.h"
+#include "gpu/platform.h"
+
+namespace fusekit {
+namespace gpu {
+
+ErrorCode query_device_info(int index, DeviceInfo* info) {
+  constexpr int kMaxDevices = 64;
+  static DeviceInfo cache[kMaxDevices];
+  static std::atomic<bool> ready[kMaxDevices];
+  static std::mutex mutex;
+  if (index >= 0 && index < kMaxDevices && ready[index].load(std::memory_order_acquire)) {
+    *info = cache[index];
+    return kSuccess;
+  }
+  DeviceInfo d;
+  d.index = index;
+#if FUSEKIT_PLATFORM_HIP
+  hipDeviceProp_t prop;
+  const ErrorCode e = hipGetDeviceProperties(&prop, index);
+  if (e != kSuccess) return e;
+  d.max_smem_per_block = static_cast<int>(prop.sharedMemPerBlock);
+  d.supports_pdl = false;
+#else
+  cudaDeviceProp prop;
+  const ErrorCode e = cudaGetDeviceProperties(&prop, index);
+  if (e != kSuccess) return e;
+  d.max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
+  d.supports_pdl = prop.major >= 9;
+#endif
+  d.warp_size = prop.warpSize;
+  d.sm_count = prop.multiProcessorCount;
+  d.cc_major = prop.major;
+  d.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  d.l2_bytes = prop.l2CacheSize;
+  if (index >= 0 && index < kMaxDevices) {
+    std::lock_guard<std::mutex> lock(mutex);
+    cache[index] = d;
+    ready[index].store(true, std::memory_order_release);
+  }
+  *info = d;
+  return kSuccess;
+}
+
+}  // namespace gpu
+
+const char* gpu_backend_name() { return gpu::kBackendName; }
+
+int gpu_count(std::string* reason) {
+  int n = 0;
+  const gpu::ErrorCode e = gpu::get_device_count(&n);
+  if (e != gpu::kSuccess) {
+    gpu::get_last_error();  // clear the sticky error of a failed query
+    if (reason != nullptr) *reason = std::string("no usable GPU: ") + gpu::error_string(e);
+    return 0;
+  }
+  if (n == 0 && reason != nullptr) *reason = "no GPU found";
+  return n;
+}
+
+std::string gpu_name(int device) { return gpu::device_name(device); }
+
+Status gpu_malloc(void** ptr, std::size_t bytes, int device) {
+  gpu::DeviceGuard guard(device);
+  return gpu::status_from("gpu_malloc", gpu::malloc_device(ptr, bytes));
+}
+
+Status gpu_free(void* ptr) { return gpu::status_from("gpu_free", gpu::free_device(ptr)); }
+
+Status gpu_memcpy(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream stream) {
+  const auto dir = kind == CopyKind::kHostToDevice   ? gpu::CopyDirection::kH2D
+                   : kind == CopyKind::kDeviceToHost ? gpu::CopyDirection::kD2H
+                                                     : gpu::CopyDirection::kD2D;
+  const auto s = static_cast<gpu::StreamHandle>(stream);
+  const Status issued = gpu::status_from("gpu_memcpy", gpu::memcpy_async(dst, src, bytes, dir, s));
+  if (!issued.ok()) return issued;
+  return gpu::status_from("gpu_memcpy", gpu::stream_synchronize(s));
+}
+
+Status gpu_memset(void* ptr, int byte_value, std::size_t bytes, Stream stream) {
+  return gpu::status_from("gpu_memset", gpu::memset_async(ptr, byte_value, bytes,
+                                                        static_cast<gpu::StreamHandle>(stream)));
+}
+
+Status gpu_synchronize(int device) {
+  gpu::DeviceGuard guard(device);
+  return gpu::status_from("gpu_synchronize", gpu::device_synchronize());
+}
+
+}  // namespace fusekit

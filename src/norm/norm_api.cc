@@ -1,0 +1,229 @@
+// The public normalization entry points: validate every argument, describe the call as one
+// NormProblem, and hand it to the backend of the tensors' device. Nothing is written unless every
+// check has passed.
+#include <cmath>
+
+#include "core/validate.h"
+#include "fusekit/norm.h"
+#include "norm/norm_problem.h"
+
+namespace fusekit {
+namespace {
+
+using detail::NormKind;
+using detail::NormProblem;
+using detail::Rows;
+
+constexpr auto kF32 = DType::kFloat32;
+
+struct NormCall {
+  const char* op;
+  NormKind kind;
+  bool add;
+  const TensorView* out;
+  const TensorView* residual_out;  // add only
+  const TensorView* x;
+  const TensorView* residual;  // add only
+  const TensorView* weight;    // required for RMS, optional for LayerNorm
+  const TensorView* bias;      // LayerNorm only, optional
+  float eps;
+  float weight_offset;
+  const NormOptions* options;
+};
+
+Status build_problem(const NormCall& c, NormProblem* p) {
+  const char* op = c.op;
+  FUSEKIT_RETURN_IF_ERROR(detail::expect_positive_eps(op, c.eps));
+  if (!std::isfinite(c.weight_offset)) {
+    return detail::invalid(op, "weight_offset", "expected a finite value but got " +
+                                                    std::to_string(c.weight_offset));
+  }
+
+  Rows x, out, residual, residual_out;
+  FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "x", *c.x, &x));
+  const DType xt = c.x->dtype;
+  FUSEKIT_RETURN_IF_ERROR(
+      detail::expect_dtype_in(op, "x", xt, {kF32, DType::kFloat16, DType::kBFloat16}));
+  const Device device = c.x->device;
+
+  FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "out", *c.out, &out));
+  FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "out", *c.out, "x", *c.x));
+  FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, "out", c.out->dtype, {xt}));
+  FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, "out", *c.out, device, "x"));
+
+  if (c.add) {
+    FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "residual", *c.residual, &residual));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "residual", *c.residual, "x", *c.x));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, "residual", c.residual->dtype, {xt, kF32}));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, "residual", *c.residual, device, "x"));
+    FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "residual_out", *c.residual_out, &residual_out));
+    FUSEKIT_RETURN_IF_ERROR(
+        detail::expect_same_shape(op, "residual_out", *c.residual_out, "x", *c.x));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, "residual_out", c.residual_out->dtype,
+                                                    {c.residual->dtype}));
+    FUSEKIT_RETURN_IF_ERROR(
+        detail::expect_device(op, "residual_out", *c.residual_out, device, "x"));
+  }
+
+  const int64_t n = x.cols;
+  const TensorView* params[2] = {c.weight, c.bias};
+  const char* param_names[2] = {"weight", "bias"};
+  DType param_dtype = xt;
+  bool have_param_dtype = false;
+  for (int i = 0; i < 2; ++i) {
+    const TensorView* t = params[i];
+    if (t == nullptr || !t->defined()) continue;
+    FUSEKIT_RETURN_IF_ERROR(detail::as_vector(op, param_names[i], *t, n));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, param_names[i], t->dtype, {xt, kF32}));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, param_names[i], *t, device, "x"));
+    if (have_param_dtype && t->dtype != param_dtype) {
+      return detail::unsupported(op, "bias",
+                                 std::string("expected weight's dtype ") +
+                                     dtype_name(param_dtype) + " but got " + dtype_name(t->dtype));
+    }
+    param_dtype = t->dtype;
+    have_param_dtype = true;
+  }
+  if (c.kind == NormKind::kRms && !c.weight->defined()) {
+    return detail::invalid(op, "weight", "expected a tensor of shape [" + std::to_string(n) +
+                                             "] but got none");
+  }
+
+  // Optional per-row statistics.
+  const NormOptions& o = *c.options;
+  const TensorView* stats[2] = {&o.rstd, &o.mean};
+  const char* stat_names[2] = {"rstd", "mean"};
+  Rows stat_rows[2];
+  for (int i = 0; i < 2; ++i) {
+    const TensorView& t = *stats[i];
+    if (!t.defined()) continue;
+    if (i == 1 && c.kind == NormKind::kRms) {
+      return detail::invalid(op, "mean", "expected none (RMSNorm has no mean) but got a tensor");
+    }
+    FUSEKIT_RETURN_IF_ERROR(detail::as_vector(op, stat_names[i], t, x.rows));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, stat_names[i], t.dtype, {kF32}));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, stat_names[i], t, device, "x"));
+    stat_rows[i] = Rows{t.data, kF32, 1, x.rows, x.rows};
+  }
+
+  // Aliasing: each output is disjoint from every other operand, except the in-place pairs
+  // out == x and residual_out == residual.
+  struct Operand {
+    const char* name;
+    Rows rows;
+  };
+  Operand operands[8];
+  int count = 0;
+  operands[count++] = {"x", x};
+  if (c.add) operands[count++] = {"residual", residual};
+  for (int i = 0; i < 2; ++i) {
+    if (params[i] != nullptr && params[i]->defined()) {
+      operands[count++] = {param_names[i], Rows{params[i]->data, params[i]->dtype, 1, n, n}};
+    }
+  }
+  const int inputs = count;
+  operands[count++] = {"out", out};
+  if (c.add) operands[count++] = {"residual_out", residual_out};
+  for (int i = 0; i < 2; ++i) {
+    if (stats[i]->defined()) operands[count++] = {stat_names[i], stat_rows[i]};
+  }
+  for (int a = inputs; a < count; ++a) {
+    for (int b = 0; b < count; ++b) {
+      if (a == b || (b >= inputs && b > a)) continue;  // each output pair once
+      const bool in_place = (std::string(operands[a].name) == "out" &&
+                             std::string(operands[b].name) == "x") ||
+                            (std::string(operands[a].name) == "residual_out" &&
+                             std::string(operands[b].name) == "residual");
+      FUSEKIT_RETURN_IF_ERROR(detail::expect_no_overlap(op, operands[a].name, operands[a].rows,
+                                                        operands[b].name, operands[b].rows,
+                                                        in_place));
+    }
+  }
+
+  p->kind = c.kind;
+  p->add_residual = c.add;
+  p->rows = x.rows;
+  p->cols = n;
+  p->x_dtype = xt;
+  p->weight_dtype = param_dtype;
+  p->x = x.data;
+  p->x_stride = x.row_stride;
+  p->out = out.data;
+  p->out_stride = out.row_stride;
+  if (c.add) {
+    p->residual_dtype = c.residual->dtype;
+    p->residual = residual.data;
+    p->residual_stride = residual.row_stride;
+    p->residual_out = residual_out.data;
+    p->residual_out_stride = residual_out.row_stride;
+  }
+  p->weight = c.weight != nullptr && c.weight->defined() ? c.weight->data : nullptr;
+  p->bias = c.bias != nullptr && c.bias->defined() ? c.bias->data : nullptr;
+  p->rstd = static_cast<float*>(o.rstd.defined() ? o.rstd.data : nullptr);
+  p->mean = static_cast<float*>(o.mean.defined() ? o.mean.data : nullptr);
+  p->eps = c.eps;
+  p->weight_offset = c.weight_offset;
+  p->weight_after_cast = o.weight_after_cast;
+  p->device = device;
+  return Status();
+}
+
+Status run(const NormCall& call, Stream stream) {
+  NormProblem p;
+  FUSEKIT_RETURN_IF_ERROR(build_problem(call, &p));
+  if (p.rows == 0) return Status();  // M == 0: nothing to do
+  if (p.device.is_gpu()) return detail::run_norm_gpu(p, stream);
+  return detail::run_norm_cpu(p);
+}
+
+}  // namespace
+
+Status rms_norm(const TensorView& out, const TensorView& x, const TensorView& weight, float eps,
+                float weight_offset, const NormOptions& options, Stream stream) {
+  return run({"rms_norm", NormKind::kRms, false, &out, nullptr, &x, nullptr, &weight, nullptr,
+              eps, weight_offset, &options},
+             stream);
+}
+
+Status fused_add_rms_norm(const TensorView& out, const TensorView& residual_out,
+                          const TensorView& x, const TensorView& residual,
+                          const TensorView& weight, float eps, float weight_offset,
+                          const NormOptions& options, Stream stream) {
+  return run({"fused_add_rms_norm", NormKind::kRms, true, &out, &residual_out, &x, &residual,
+              &weight, nullptr, eps, weight_offset, &options},
+             stream);
+}
+
+Status fused_add_rms_norm_inplace(const TensorView& x, const TensorView& residual,
+                                  const TensorView& weight, float eps, float weight_offset,
+                                  const NormOptions& options, Stream stream) {
+  return run({"fused_add_rms_norm_inplace", NormKind::kRms, true, &x, &residual, &x, &residual,
+              &weight, nullptr, eps, weight_offset, &options},
+             stream);
+}
+
+Status layer_norm(const TensorView& out, const TensorView& x, const TensorView& weight,
+                  const TensorView& bias, float eps, const NormOptions& options, Stream stream) {
+  return run({"layer_norm", NormKind::kLayer, false, &out, nullptr, &x, nullptr, &weight, &bias,
+              eps, 0.0f, &options},
+             stream);
+}
+
+Status fused_add_layer_norm(const TensorView& out, const TensorView& residual_out,
+                            const TensorView& x, const TensorView& residual,
+                            const TensorView& weight, const TensorView& bias, float eps,
+                            const NormOptions& options, Stream stream) {
+  return run({"fused_add_layer_norm", NormKind::kLayer, true, &out, &residual_out, &x, &residual,
+              &weight, &bias, eps, 0.0f, &options},
+             stream);
+}
+
+Status fused_add_layer_norm_inplace(const TensorView& x, const TensorView& residual,
+                                    const TensorView& weight, const TensorView& bias, float eps,
+                                    const NormOptions& options, Stream stream) {
+  return run({"fused_add_layer_norm_inplace", NormKind::kLayer, true, &x, &residual, &x,
+              &residual, &weight, &bias, eps, 0.0f, &options},
+             stream);
+}
+
+}  // namespace fusekit

@@ -1,0 +1,56 @@
+// NormProblem: one validated normalization call, flattened to rows and raw pointers.
+//
+// The public entry points (norm_api.cc) check their arguments and build one of these; the CPU
+// backend (cpu/norm) and the GPU backend (gpu/norm) each take it as their only input, so all four
+// ops and both backends share one description and the backends never re-validate.
+#pragma once
+
+#include <cstdint>
+
+#include "fusekit/status.h"
+#include "fusekit/tensor.h"
+
+namespace fusekit::detail {
+
+enum class NormKind { kRms, kLayer };
+
+struct NormProblem {
+  NormKind kind = NormKind::kRms;
+  bool add_residual = false;  // fused_add_*: h = x + residual is normalized
+
+  int64_t rows = 0;  // M
+  int64_t cols = 0;  // N
+
+  DType x_dtype = DType::kFloat32;         // also out's dtype
+  DType weight_dtype = DType::kFloat32;    // dtype of weight and bias (when present)
+  DType residual_dtype = DType::kFloat32;  // dtype of residual and residual_out (add only)
+
+  const void* x = nullptr;
+  int64_t x_stride = 0;  // row strides, in elements
+  void* out = nullptr;
+  int64_t out_stride = 0;
+  const void* residual = nullptr;
+  int64_t residual_stride = 0;
+  void* residual_out = nullptr;
+  int64_t residual_out_stride = 0;
+
+  const void* weight = nullptr;  // [N]; may be null for layer norms (then 1)
+  const void* bias = nullptr;    // [N]; layer norms only, may be null (then 0)
+  float* rstd = nullptr;         // [M] optional
+  float* mean = nullptr;         // [M] optional, layer norms only
+
+  float eps = 1e-6f;
+  float weight_offset = 0.0f;
+  bool weight_after_cast = false;
+
+  Device device;
+
+  // The dtype of h, the values that get normalized: residual's dtype when adding, else x's.
+  DType source_dtype() const { return add_residual ? residual_dtype : x_dtype; }
+};
+
+// Backends. The GPU one is a stub returning kUnsupported in builds without a GPU backend.
+Status run_norm_cpu(const NormProblem& p);
+Status run_norm_gpu(const NormProblem& p, Stream stream);
+
+}  // namespace fusekit::detail

@@ -1,0 +1,85 @@
+// The norm launch heuristic (plain C++, no GPU needed): every configuration it picks covers the
+// row, respects the kernels' constraints, and the explicit-config builder rejects what the
+// kernels cannot run.
+#include "gpu/norm/norm_config.h"
+
+#include "gtest/gtest.h"
+
+namespace fusekit::gpu {
+namespace {
+
+bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
+  for (int warp : {32, 64}) {
+    for (int group : {8, 4}) {
+      for (int source_bytes : {2, 4}) {
+        for (int64_t n = 1; n <= 300000; n = n < 64 ? n + 1 : n * 5 / 4 + 1) {
+          NormShape s;
+          s.cols = n;
+          s.group_elems = group;
+          s.source_elem_bytes = source_bytes;
+          s.warp_size = warp;
+          s.max_smem_bytes = 227 * 1024;
+          const NormConfig c = choose_norm_config(s);
+          SCOPED_TRACE("n=" + std::to_string(n) + " warp=" + std::to_string(warp) + " " +
+                       c.to_string());
+          const int64_t groups = (n + group - 1) / group;
+          ASSERT_LE(c.block_threads, kNormMaxThreads);
+          ASSERT_EQ(c.block_threads % warp == 0 || c.block_threads < warp, true);
+          if (c.threads_per_row <= warp) {
+            ASSERT_TRUE(is_pow2(c.threads_per_row));
+          } else {
+            ASSERT_EQ(c.threads_per_row % warp, 0);
+          }
+          if (c.path == NormConfig::Path::kRegisters) {
+            ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
+            ASSERT_LE(c.items * group, kNormRegisterElems);
+            ASSERT_EQ(c.block_threads, c.threads_per_row * c.rows_per_block);
+            // No more threads than groups, beyond rounding to the warp.
+            ASSERT_LT(c.threads_per_row, groups / c.items + warp + 1);
+          } else {
+            ASSERT_LE(c.block_threads, kNormStagedThreads);
+            ASSERT_LE(c.smem_groups, groups);
+            ASSERT_LE(c.smem_groups * group * source_bytes, s.max_smem_bytes);
+            ASSERT_GT(c.smem_groups, 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(NormConfig, ShortRowsShareBlocks) {
+  NormShape s;
+  s.cols = 64;  // 8 groups of bf16
+  const NormConfig c = choose_norm_config(s);
+  EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
+  EXPECT_EQ(c.threads_per_row, 8);
+  EXPECT_GE(c.rows_per_block, 2);
+}
+
+TEST(NormConfig, LongRowsAreStaged) {
+  NormShape s;
+  s.cols = 262144;
+  s.max_smem_bytes = 227 * 1024;
+  const NormConfig c = choose_norm_config(s);
+  EXPECT_EQ(c.path, NormConfig::Path::kStaged);
+  EXPECT_EQ(c.smem_groups * 16, 227 * 1024 / 16 * 16);  // as much of the row as fits
+}
+
+TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
+  NormShape s;
+  s.cols = 4096;  // 512 groups
+  NormConfig c;
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 256, 1, &c));  // too few
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 48, 1, &c));   // not a warp multiple
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 12, 1, &c));   // not a power of 2
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 2048, 1, &c));
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kStaged, 1024, 0, &c));
+  EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 512, 1, &c));
+  EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kStaged, 256, 0, &c));
+}
+
+}  // namespace
+}  // namespace fusekit::gpu

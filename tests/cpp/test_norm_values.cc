@@ -1,0 +1,207 @@
+// The normalization ops against the float64 reference, on every backend present: every dtype
+// combination, odd and large N, M in {0, 1, 3, 257}, strided rows, unaligned base pointers,
+// rank-3 views, and each option. Outputs are poisoned with NaN before every call.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "norm_cases.h"
+
+namespace fusekit::testing {
+namespace {
+
+using Param = std::tuple<Backend, NormOp>;
+
+class NormValues : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    if (!backend_available(backend(), &reason)) GTEST_SKIP() << reason;
+  }
+  Backend backend() const { return std::get<0>(GetParam()); }
+  NormOp op() const { return std::get<1>(GetParam()); }
+
+  // Every supported combination: x dtype; weight x's or float32; residual x's or float32.
+  std::vector<NormCase> dtype_combinations() const {
+    std::vector<NormCase> out;
+    for (DType x : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      const std::vector<DType> x_or_float =
+          x == DType::kFloat32 ? std::vector<DType>{x} : std::vector<DType>{x, DType::kFloat32};
+      for (DType w : x_or_float) {
+        for (DType r : is_add(op()) ? x_or_float : std::vector<DType>{x}) {
+          NormCase c;
+          c.op = op();
+          c.x_dtype = x;
+          c.weight_dtype = w;
+          c.residual_dtype = r;
+          c.eps = is_layer(op()) ? 1e-5f : 1e-6f;
+          out.push_back(c);
+        }
+      }
+    }
+    return out;
+  }
+
+  void expect_case(const NormCase& c) {
+    SCOPED_TRACE(c.name());
+    NormRun before;
+    const NormRun run = run_norm_case(c, backend(), &before);
+    EXPECT_TRUE(check_norm_run(c, before, run));
+  }
+};
+
+TEST_P(NormValues, DtypesSizesAndBatches) {
+  uint32_t seed = 1;
+  for (NormCase c : dtype_combinations()) {
+    for (int64_t n : {1, 7, 64, 769, 4096, 5125, 8192, 12288, 16384}) {
+      for (int64_t m : {0, 1, 3, 257}) {
+        // Many rows of long rows only for the single-dtype combinations: the mixed ones share
+        // every code path but the conversions, which short batches cover.
+        const bool single_dtype = c.weight_dtype == c.x_dtype && c.residual_dtype == c.x_dtype;
+        if (m == 257 && n > 5125 && !single_dtype) continue;
+        c.rows = m;
+        c.cols = n;
+        c.seed = seed++;
+        expect_case(c);
+      }
+    }
+  }
+}
+
+TEST_P(NormValues, StridedRowsUnalignedBasesAndRank3) {
+  uint32_t seed = 1000;
+  for (NormCase c : dtype_combinations()) {
+    for (int64_t n : {8, 769, 4096, 5125, 12288}) {
+      c.cols = n;
+      c.seed = seed++;
+      // Padded rows, each tensor with its own stride (odd pads force narrow accesses).
+      c.rows = 5;
+      c.x_pad = 8;
+      c.out_pad = 3;
+      c.residual_pad = 5;
+      c.residual_out_pad = 1;
+      expect_case(c);
+      // Base pointers one or three elements past 16-byte alignment, aligned strides.
+      c.x_pad = c.out_pad = c.residual_pad = c.residual_out_pad = 0;
+      c.x_offset = 1;
+      c.out_offset = 3;
+      c.residual_offset = 1;
+      expect_case(c);
+      // Rank 3: [3, 3, N] over padded rows.
+      c.x_offset = c.out_offset = c.residual_offset = 0;
+      c.rows = 9;
+      c.rank3_d0 = 3;
+      c.x_pad = 16;
+      c.out_pad = 8;
+      c.residual_pad = 24;
+      expect_case(c);
+      c.rank3_d0 = 0;
+      c.x_pad = c.out_pad = c.residual_pad = 0;
+    }
+  }
+}
+
+TEST_P(NormValues, Options) {
+  uint32_t seed = 2000;
+  for (NormCase c : dtype_combinations()) {
+    for (int64_t n : {769, 4096, 12288}) {
+      c.cols = n;
+      c.rows = 3;
+      c.seed = seed++;
+      c.stats = true;
+      expect_case(c);
+      c.stats = false;
+      if (!is_layer(op())) {
+        c.weight_offset = 1.0f;  // Gemma: (1 + w)
+        expect_case(c);
+        c.weight_offset = 0.0f;
+      }
+      c.weight_after_cast = true;  // Hugging Face Llama order
+      expect_case(c);
+      c.weight_after_cast = false;
+      if (is_layer(op())) {
+        c.input_mean = 5.0;  // a large mean: the variance must not cancel
+        c.stats = true;
+        expect_case(c);
+        c.input_mean = 0.0;
+        c.stats = false;
+        c.has_bias = false;
+        expect_case(c);
+        c.has_weight = false;
+        expect_case(c);
+        c.has_bias = true;
+        expect_case(c);
+        c.has_weight = true;
+      }
+    }
+  }
+}
+
+TEST_P(NormValues, LongRows) {
+  uint32_t seed = 3000;
+  for (NormCase c : dtype_combinations()) {
+    if (c.weight_dtype != c.x_dtype || c.x_dtype == DType::kFloat16) continue;
+    for (int64_t n : {32768, 65545, 262144}) {
+      for (int64_t m : {1, 3}) {
+        c.rows = m;
+        c.cols = n;
+        c.seed = seed++;
+        c.stats = true;
+        expect_case(c);
+      }
+    }
+  }
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(backend_name(std::get<0>(info.param))) + "_" +
+         norm_op_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOps, NormValues,
+    ::testing::Combine(::testing::Values(Backend::kCPU, Backend::kGPU),
+                       ::testing::Values(NormOp::kRms, NormOp::kAddRmsInPlace, NormOp::kAddRms,
+                                         NormOp::kLayer, NormOp::kAddLayerInPlace,
+                                         NormOp::kAddLayer)),
+    param_name);
+
+// 64-bit indexing: a tensor of more than 2^31 elements (GPU only: 4 GiB per bf16 tensor).
+TEST(NormHugeTensor, MoreThan2To31Elements) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const int64_t n = 4096;
+  const int64_t m = (int64_t{1} << 31) / n + 3;  // 2^31 + 3 * 4096 elements
+  RowBuffer x(Backend::kGPU, DType::kBFloat16, m, n);
+  RowBuffer out(Backend::kGPU, DType::kBFloat16, m, n);
+  RowBuffer w(Backend::kGPU, DType::kBFloat16, 1, n);
+  std::mt19937 rng(7);
+  // Random values in the rows that are checked; the rest keep a constant finite value.
+  const int64_t checked[] = {0, 1, m / 2, m - 2, m - 1};
+  std::vector<double> pattern(n);
+  for (int64_t j = 0; j < n; ++j) pattern[j] = 0.5 + static_cast<double>(j % 7);
+  x.fill_rows(pattern);
+  for (int64_t r : checked) {
+    std::normal_distribution<double> d(0.0, 1.0);
+    for (int64_t j = 0; j < n; ++j) x.set(r, j, d(rng) + 0.01);
+  }
+  w.fill_random(rng);
+  x.upload();
+  w.upload();
+  ASSERT_TRUE(rms_norm(out.view(), x.view(), w.view_1d(), 1e-6f).ok());
+  ASSERT_TRUE(gpu_synchronize(0).ok());
+  out.download();
+  const Tolerance tol = output_tolerance(DType::kBFloat16);
+  for (int64_t r : checked) {
+    double ss = 0.0;
+    for (int64_t j = 0; j < n; ++j) ss += x.get(r, j) * x.get(r, j);
+    const double rstd = 1.0 / std::sqrt(ss / n + 1e-6);
+    for (int64_t j = 0; j < n; ++j) {
+      const double ref = x.get(r, j) * rstd * w.get(0, j);
+      ASSERT_LE(std::fabs(out.get(r, j) - ref), tol.rel * std::fabs(ref) + tol.abs)
+          << "row " << r << " col " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusekit::testing

@@ -1,0 +1,85 @@
+// Test support: buffers that live on the CPU or the GPU, poisoned with NaN, filled with random
+// values, and read back as doubles; the backends the suite runs on; per-dtype tolerances.
+//
+// Every test allocates through RowBuffer, which holds `rows` rows of `cols` elements at
+// `row_stride` apart, starting `offset` elements into its storage. The storage outside those
+// elements (row padding, the offset) is poisoned with NaN and checked afterwards: an op that reads
+// it produces NaN, and one that writes it is caught by rows_untouched().
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fusekit/fusekit.h"
+
+namespace fusekit::testing {
+
+enum class Backend { kCPU, kGPU };
+const char* backend_name(Backend b);
+Device device_of(Backend b);
+
+// True when the suite can run on `b`; otherwise `reason` says why (for GTEST_SKIP).
+bool backend_available(Backend b, std::string* reason);
+
+// Tolerance for comparing an output of `dtype` with the float64 reference:
+// |out - ref| <= rel * |ref| + abs.
+struct Tolerance {
+  double rel;
+  double abs;
+};
+Tolerance output_tolerance(DType dtype);
+
+double round_to_dtype(double v, DType dtype);  // through float32, as the kernels store
+uint16_t poison_bits16();
+
+class RowBuffer {
+ public:
+  RowBuffer() = default;
+  RowBuffer(Backend backend, DType dtype, int64_t rows, int64_t cols, int64_t row_stride = -1,
+            int64_t offset = 0);
+  ~RowBuffer();
+  RowBuffer(RowBuffer&& other) noexcept;
+  RowBuffer& operator=(RowBuffer&& other) noexcept;
+  RowBuffer(const RowBuffer&) = delete;
+  RowBuffer& operator=(const RowBuffer&) = delete;
+
+  // Views over the same elements: [rows, cols], [cols] (rows == 1), or [d0, rows / d0, cols].
+  TensorView view() const;
+  TensorView view_1d() const;
+  TensorView view_3d(int64_t d0) const;
+  void* data() const;  // first element, on the buffer's device
+
+  // Host-side access; call download() first after a device op, upload() after writing.
+  double get(int64_t r, int64_t c) const;
+  void set(int64_t r, int64_t c, double v);  // rounds to dtype
+  uint64_t raw(int64_t r, int64_t c) const;   // the element's bits
+  void fill_random(std::mt19937& rng, double scale = 1.0, double mean = 0.0);
+  void fill_rows(const std::vector<double>& row);  // every row the same values
+  void poison();  // whole storage to NaN bits
+  void upload();
+  void download();
+
+  // Whether the storage outside the rows still holds the poison.
+  bool padding_untouched() const;
+  // Whether all of the storage equals that of `snapshot` bytes.
+  std::vector<uint8_t> snapshot() const { return host_; }
+  bool equals_snapshot(const std::vector<uint8_t>& s) const { return host_ == s; }
+
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  int64_t row_stride() const { return row_stride_; }
+  DType dtype() const { return dtype_; }
+  Backend backend() const { return backend_; }
+
+ private:
+  size_t index_bytes(int64_t r, int64_t c) const;
+  Backend backend_ = Backend::kCPU;
+  DType dtype_ = DType::kFloat32;
+  int64_t rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0;
+  std::vector<uint8_t> host_;
+  void* device_ = nullptr;
+};
+
+}  // namespace fusekit::testing
