@@ -84,6 +84,65 @@ inline std::string device_name(int d) {
 }
 #endif
 
+// Streams, events and graphs (the benchmark's timing; the library itself uses none of them).
+#if FUSEKIT_PLATFORM_HIP
+using EventHandle = hipEvent_t;
+using GraphHandle = hipGraph_t;
+using GraphExecHandle = hipGraphExec_t;
+inline ErrorCode stream_create(StreamHandle* s) { return hipStreamCreate(s); }
+inline ErrorCode stream_destroy(StreamHandle s) { return hipStreamDestroy(s); }
+inline ErrorCode event_create(EventHandle* e) { return hipEventCreate(e); }
+inline ErrorCode event_destroy(EventHandle e) { return hipEventDestroy(e); }
+inline ErrorCode event_record(EventHandle e, StreamHandle s) { return hipEventRecord(e, s); }
+inline ErrorCode event_synchronize(EventHandle e) { return hipEventSynchronize(e); }
+inline ErrorCode event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
+  return hipEventElapsedTime(ms, start, end);
+}
+// Capture in global mode: any call during the capture that could touch another stream fails.
+inline ErrorCode stream_begin_capture(StreamHandle s) {
+  return hipStreamBeginCapture(s, hipStreamCaptureModeGlobal);
+}
+inline ErrorCode stream_end_capture(StreamHandle s, GraphHandle* g) {
+  return hipStreamEndCapture(s, g);
+}
+inline ErrorCode graph_instantiate(GraphExecHandle* exec, GraphHandle g) {
+  return hipGraphInstantiateWithFlags(exec, g, 0);
+}
+inline ErrorCode graph_launch(GraphExecHandle exec, StreamHandle s) {
+  return hipGraphLaunch(exec, s);
+}
+inline ErrorCode graph_destroy(GraphHandle g) { return hipGraphDestroy(g); }
+inline ErrorCode graph_exec_destroy(GraphExecHandle exec) { return hipGraphExecDestroy(exec); }
+#else
+using EventHandle = cudaEvent_t;
+using GraphHandle = cudaGraph_t;
+using GraphExecHandle = cudaGraphExec_t;
+inline ErrorCode stream_create(StreamHandle* s) { return cudaStreamCreate(s); }
+inline ErrorCode stream_destroy(StreamHandle s) { return cudaStreamDestroy(s); }
+inline ErrorCode event_create(EventHandle* e) { return cudaEventCreate(e); }
+inline ErrorCode event_destroy(EventHandle e) { return cudaEventDestroy(e); }
+inline ErrorCode event_record(EventHandle e, StreamHandle s) { return cudaEventRecord(e, s); }
+inline ErrorCode event_synchronize(EventHandle e) { return cudaEventSynchronize(e); }
+inline ErrorCode event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
+  return cudaEventElapsedTime(ms, start, end);
+}
+// Capture in global mode: any call during the capture that could touch another stream fails.
+inline ErrorCode stream_begin_capture(StreamHandle s) {
+  return cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+}
+inline ErrorCode stream_end_capture(StreamHandle s, GraphHandle* g) {
+  return cudaStreamEndCapture(s, g);
+}
+inline ErrorCode graph_instantiate(GraphExecHandle* exec, GraphHandle g) {
+  return cudaGraphInstantiateWithFlags(exec, g, 0);
+}
+inline ErrorCode graph_launch(GraphExecHandle exec, StreamHandle s) {
+  return cudaGraphLaunch(exec, s);
+}
+inline ErrorCode graph_destroy(GraphHandle g) { return cudaGraphDestroy(g); }
+inline ErrorCode graph_exec_destroy(GraphExecHandle exec) { return cudaGraphExecDestroy(exec); }
+#endif
+
 // What the launch heuristics need to know about a device, read once per device.
 struct DeviceInfo {
   int index = 0;
@@ -99,17 +158,48 @@ struct DeviceInfo {
 // Properties of device `index`, cached; returns kSuccess or the runtime's error.
 ErrorCode query_device_info(int index, DeviceInfo* info);
 
+// Reads device `index`'s properties from the runtime (uncached; query_device_info caches).
+inline ErrorCode read_device_info(int index, DeviceInfo* d) {
+#if FUSEKIT_PLATFORM_HIP
+  hipDeviceProp_t prop;
+  const ErrorCode e = hipGetDeviceProperties(&prop, index);
+  if (e != kSuccess) return e;
+  d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlock);  // no opt-in above it
+  d->supports_pdl = false;
+#else
+  cudaDeviceProp prop;
+  const ErrorCode e = cudaGetDeviceProperties(&prop, index);
+  if (e != kSuccess) return e;
+  d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
+  d->supports_pdl = prop.major >= 9;
+#endif
+  d->index = index;
+  d->warp_size = prop.warpSize;
+  d->sm_count = prop.multiProcessorCount;
+  d->cc_major = prop.major;
+  d->max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  d->l2_bytes = prop.l2CacheSize;
+  return kSuccess;
+}
+
+// Whether kernels for 64-lane warps are built (AMD CDNA); 32-lane ones always are.
+#if FUSEKIT_PLATFORM_HIP
+constexpr bool kBuildsWave64 = true;
+#else
+constexpr bool kBuildsWave64 = false;
+#endif
+
 // Makes `device` current for the lifetime of the guard, restoring the previous one after.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    get_device(&previous_);
-    if (previous_ != device) set_device(device);
+    (void)get_device(&previous_);
+    if (previous_ != device) (void)set_device(device);
   }
   ~DeviceGuard() {
     int now = previous_;
-    get_device(&now);
-    if (now != previous_) set_device(previous_);
+    (void)get_device(&now);
+    if (now != previous_) (void)set_device(previous_);
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
@@ -158,6 +248,20 @@ ErrorCode launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t sm
 // Device side
 // ---------------------------------------------------------------------------------------------
 
+// 8- and 16-byte words for vectorized memory accesses (vec_io.cuh). CUDA's uint2 / uint4 are plain
+// structs. HIP's are classes with user-provided assignment, which deletes the copy assignment of
+// any union holding them (Packed); HIP uses clang's vector types instead: trivial, with the same
+// size and alignment, and moved by single dwordx2 / dwordx4 instructions.
+#if FUSEKIT_PLATFORM_HIP
+typedef uint32_t Bytes8 __attribute__((ext_vector_type(2)));
+typedef uint32_t Bytes16 __attribute__((ext_vector_type(4)));
+#else
+using Bytes8 = uint2;
+using Bytes16 = uint4;
+#endif
+static_assert(sizeof(Bytes8) == 8 && alignof(Bytes8) == 8, "Bytes8: 8 bytes, 8-aligned");
+static_assert(sizeof(Bytes16) == 16 && alignof(Bytes16) == 16, "Bytes16: 16 bytes, 16-aligned");
+
 // Butterfly exchange within a warp of kWarp lanes (32 on NVIDIA and RDNA, 64 on CDNA).
 template <int kWarp>
 FUSEKIT_DEVICE float shfl_xor(float v, int lane_mask) {
@@ -167,6 +271,22 @@ FUSEKIT_DEVICE float shfl_xor(float v, int lane_mask) {
   static_assert(kWarp == 32, "CUDA warps have 32 lanes");
   constexpr unsigned kAllLanes = ~0u;
   return __shfl_xor_sync(kAllLanes, v, lane_mask, kWarp);
+#endif
+}
+
+// Whether device code for warp size kWarp can run on the GPU architecture now being compiled.
+// The host cannot know the architecture, so dispatch_warp instantiates kernels for 32 and 64 on
+// HIP, and each is compiled for every --offload-arch, although a gfx9 (wave64) device never runs
+// the kWarp = 32 copy and a gfx10+ (wave32) device never runs the kWarp = 64 one. A kernel that
+// starts with `if constexpr (!warp_size_compiled<K::kWarp>()) return;` compiles to an empty stub
+// there (the norm kernels do: about half the HIP build time for gfx90a + gfx1030). Always true on
+// CUDA and in host code.
+template <int kWarp>
+FUSEKIT_HOST_DEVICE constexpr bool warp_size_compiled() {
+#if FUSEKIT_PLATFORM_HIP && defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN_WAVEFRONT_SIZE)
+  return kWarp == __AMDGCN_WAVEFRONT_SIZE;
+#else
+  return true;
 #endif
 }
 

@@ -20,25 +20,8 @@ ErrorCode query_device_info(int index, DeviceInfo* info) {
     return kSuccess;
   }
   DeviceInfo d;
-  d.index = index;
-#if FUSEKIT_PLATFORM_HIP
-  hipDeviceProp_t prop;
-  const ErrorCode e = hipGetDeviceProperties(&prop, index);
+  const ErrorCode e = read_device_info(index, &d);
   if (e != kSuccess) return e;
-  d.max_smem_per_block = static_cast<int>(prop.sharedMemPerBlock);
-  d.supports_pdl = false;
-#else
-  cudaDeviceProp prop;
-  const ErrorCode e = cudaGetDeviceProperties(&prop, index);
-  if (e != kSuccess) return e;
-  d.max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
-  d.supports_pdl = prop.major >= 9;
-#endif
-  d.warp_size = prop.warpSize;
-  d.sm_count = prop.multiProcessorCount;
-  d.cc_major = prop.major;
-  d.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
-  d.l2_bytes = prop.l2CacheSize;
   if (index >= 0 && index < kMaxDevices) {
     std::lock_guard<std::mutex> lock(mutex);
     cache[index] = d;
@@ -56,7 +39,7 @@ int gpu_count(std::string* reason) {
   int n = 0;
   const gpu::ErrorCode e = gpu::get_device_count(&n);
   if (e != gpu::kSuccess) {
-    gpu::get_last_error();  // clear the sticky error of a failed query
+    (void)gpu::get_last_error();  // clear the sticky error of a failed query
     if (reason != nullptr) *reason = std::string("no usable GPU: ") + gpu::error_string(e);
     return 0;
   }

@@ -1,6 +1,7 @@
 // The GPU entry points of a build without a GPU backend: they report that no GPU is available
 // (gpu_count() == 0) and refuse GPU tensors with kUnsupported instead of failing to link.
 #include "fusekit/runtime.h"
+#include "gpu/norm/norm_gpu.h"
 #include "norm/norm_problem.h"
 
 namespace fusekit {
@@ -31,5 +32,15 @@ Status gpu_synchronize(int) { return not_built("gpu_synchronize"); }
 namespace detail {
 Status run_norm_gpu(const NormProblem&, Stream) { return not_built("norm"); }
 }  // namespace detail
+
+namespace gpu {
+Status run_norm_gpu_with(const detail::NormProblem&, Stream, const NormLaunchOverrides&) {
+  return not_built("norm");
+}
+Status norm_shape_of(const detail::NormProblem&, NormShape*) { return not_built("norm"); }
+Status describe_norm_config(const detail::NormProblem&, NormConfig*, int*) {
+  return not_built("norm");
+}
+}  // namespace gpu
 
 }  // namespace fusekit

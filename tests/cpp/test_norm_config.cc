@@ -26,18 +26,15 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
                        c.to_string());
           const int64_t groups = (n + group - 1) / group;
           ASSERT_LE(c.block_threads, kNormMaxThreads);
-          ASSERT_EQ(c.block_threads % warp == 0 || c.block_threads < warp, true);
-          if (c.threads_per_row <= warp) {
-            ASSERT_TRUE(is_pow2(c.threads_per_row));
-          } else {
-            ASSERT_EQ(c.threads_per_row % warp, 0);
-          }
+          ASSERT_TRUE(c.block_threads % warp == 0 || c.block_threads < warp);
+          ASSERT_TRUE(is_pow2(c.threads_per_row));
           if (c.path == NormConfig::Path::kRegisters) {
             ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
-            ASSERT_LE(c.items * group, kNormRegisterElems);
+            ASSERT_LE(c.items, kNormMaxItems);
             ASSERT_EQ(c.block_threads, c.threads_per_row * c.rows_per_block);
-            // No more threads than groups, beyond rounding to the warp.
-            ASSERT_LT(c.threads_per_row, groups / c.items + warp + 1);
+            ASSERT_TRUE(is_pow2(c.items));
+            // No more threads than groups, beyond rounding up to a power of two.
+            ASSERT_LT(c.threads_per_row, 2 * groups);
           } else {
             ASSERT_LE(c.block_threads, kNormStagedThreads);
             ASSERT_LE(c.smem_groups, groups);
@@ -55,13 +52,14 @@ TEST(NormConfig, ShortRowsShareBlocks) {
   s.cols = 64;  // 8 groups of bf16
   const NormConfig c = choose_norm_config(s);
   EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
-  EXPECT_EQ(c.threads_per_row, 8);
+  EXPECT_GE(c.threads_per_row * c.items * 8, 64);
+  EXPECT_LE(c.threads_per_row, 8);
   EXPECT_GE(c.rows_per_block, 2);
 }
 
 TEST(NormConfig, LongRowsAreStaged) {
   NormShape s;
-  s.cols = 262144;
+  s.cols = 262144;  // beyond 1024 threads x 32 elements
   s.max_smem_bytes = 227 * 1024;
   const NormConfig c = choose_norm_config(s);
   EXPECT_EQ(c.path, NormConfig::Path::kStaged);
@@ -73,11 +71,14 @@ TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   s.cols = 4096;  // 512 groups
   NormConfig c;
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 256, 1, &c));  // too few
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 48, 1, &c));   // not a warp multiple
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 64, 8, &c));   // > 4 items
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 384, 2, &c));  // not a power of 2
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 256, 3, &c));  // items not pow2
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 12, 1, &c));   // not a power of 2
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 2048, 1, &c));
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 1024, 1, &c));  // > 512
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kStaged, 1024, 0, &c));
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 512, 1, &c));
+  EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 128, 4, &c));
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kStaged, 256, 0, &c));
 }
 

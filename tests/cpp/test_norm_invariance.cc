@@ -6,8 +6,10 @@
 // runs on the same inputs must be bitwise identical. Sizes cover both kernel paths.
 #include <vector>
 
+#include "gpu/norm/norm_gpu.h"
 #include "gtest/gtest.h"
 #include "norm_cases.h"
+#include "norm/norm_problem.h"
 
 namespace fusekit::testing {
 namespace {
@@ -43,7 +45,8 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
       NormCase batch;
       batch.op = op;
       batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
-      batch.rows = 257;
+      // On the GPU, enough rows that it picks its large-batch launch shape for the registers path.
+      batch.rows = n > 16384 ? 3 : backend == Backend::kGPU ? 1100 : 257;
       batch.cols = n;
       batch.stats = true;
       batch.seed = static_cast<uint32_t>(n);
@@ -56,7 +59,7 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
         ASSERT_EQ(row_bits(batch, first, r), row_bits(batch, second, r))
             << "run-to-run difference in row " << r;
       }
-      for (int64_t r : {int64_t{0}, int64_t{100}, batch.rows - 1}) {
+      for (int64_t r : {int64_t{0}, batch.rows / 2, batch.rows - 1}) {
         for (int64_t offset : {0, 1}) {
           NormCase alone = batch;
           alone.rows = 1;
@@ -90,6 +93,82 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(backend_name(std::get<0>(info.param))) + "_" +
              norm_op_name(std::get<1>(info.param));
     });
+
+// The registers path sums in one order for every power-of-two number of groups per thread, which
+// is what lets the GPU choose that number from the batch size: each launch shape must give the
+// same bits.
+TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  for (const bool layer : {false, true}) {
+    for (const bool add : {false, true}) {
+      for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+        for (int64_t n : {7, 769, 4096, 5125, 8192}) {
+          const int64_t m = 5;
+          std::mt19937 rng(static_cast<uint32_t>(n));
+          RowBuffer x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n);
+          RowBuffer w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n);
+          for (RowBuffer* in : {&x, &r, &w, &b}) {
+            in->fill_random(rng);
+            in->upload();
+          }
+          detail::NormProblem p;
+          p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
+          p.add_residual = add;
+          p.rows = m;
+          p.cols = n;
+          p.x_dtype = p.weight_dtype = p.residual_dtype = dtype;
+          p.x = x.data();
+          p.x_stride = n;
+          p.residual = r.data();
+          p.residual_stride = n;
+          p.weight = w.data();
+          p.bias = layer ? b.data() : nullptr;
+          p.eps = 1e-5f;
+          p.device = Device::gpu(0);
+          gpu::NormShape shape;
+          ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+          std::vector<uint64_t> reference;
+          for (int items : {1, 2, 4}) {
+            SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
+                         " " + dtype_name(dtype) + " N=" + std::to_string(n) +
+                         " items=" + std::to_string(items));
+            const int64_t groups = (n + shape.group_elems - 1) / shape.group_elems;
+            int threads = 1;
+            while (threads * items < groups) threads *= 2;
+            if (threads > gpu::kNormMaxThreads) continue;  // needs more groups per thread
+            gpu::NormConfig config;
+            ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, threads,
+                                              items, &config));
+            RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+            p.out = out.data();
+            p.out_stride = n;
+            p.residual_out = r_out.data();
+            p.residual_out_stride = n;
+            gpu::NormLaunchOverrides overrides;
+            overrides.config = &config;
+            ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+            ASSERT_TRUE(gpu_synchronize(0).ok());
+            out.download();
+            r_out.download();
+            std::vector<uint64_t> bits;
+            for (int64_t row = 0; row < m; ++row) {
+              for (int64_t j = 0; j < n; ++j) {
+                bits.push_back(out.raw(row, j));
+                if (add) bits.push_back(r_out.raw(row, j));
+              }
+            }
+            if (reference.empty()) {
+              reference = bits;
+            } else {
+              EXPECT_EQ(bits, reference);
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace fusekit::testing

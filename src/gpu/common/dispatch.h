@@ -55,9 +55,9 @@ decltype(auto) dispatch_int(int v, F&& f) {
 // Warp sizes this build can run: 32 on CUDA; 32 (RDNA) and 64 (CDNA) on HIP.
 template <typename F>
 decltype(auto) dispatch_warp(int warp_size, F&& f) {
-#if FUSEKIT_PLATFORM_HIP
-  if (warp_size == 64) return f(std::integral_constant<int, 64>{});
-#endif
+  if constexpr (kBuildsWave64) {
+    if (warp_size == 64) return f(std::integral_constant<int, 64>{});
+  }
   (void)warp_size;
   return f(std::integral_constant<int, 32>{});
 }

@@ -1,37 +1,70 @@
 // Sums across the threads that share a row, for any warp size.
 //
-// A row is handled by `threads_per_row` consecutive threads of a block: a power of two up to the
-// warp size, or a multiple of the warp size. Within a warp the sum is a butterfly (xor shuffles),
-// which leaves the bitwise-same total in every lane. Across warps each warp's total goes to shared
-// memory and every thread adds its row's warp totals in warp order. Both orders are fixed by
-// threads_per_row alone, so results are deterministic and independent of how many rows a launch
-// holds. The warp size is a template parameter (32 on NVIDIA and AMD RDNA, 64 on AMD CDNA).
+// A row is handled by `threads_per_row` consecutive threads of a block, a power of two. The sum
+// combines thread indices from the highest bit to the lowest: warps first (through shared
+// memory), then lanes (xor shuffles, which leave the bitwise-same total in every lane). Because
+// thread t holds groups t, t + T, t + 2T, ... of its row, that is the same tree over the row's
+// groups, highest index bit first, whatever T is (see norm_kernel.cuh). Results are deterministic
+// and independent of how many rows a launch holds. The warp size is a template parameter (32 on NVIDIA and AMD RDNA, 64 on AMD CDNA).
 #pragma once
 
 #include "gpu/platform.h"
 
 namespace fusekit::gpu {
 
+// Folds v[0..2 * kHalf) onto v[0] as a tree that combines indices from the highest bit down:
+// v[i] += v[i + kHalf] for every i < kHalf, then the same on the first half. Template recursion
+// keeps every index a compile-time constant, so the array stays in registers.
+template <int kHalf, int kSize>
+FUSEKIT_DEVICE void fold_high_first(float (&v)[kSize]) {
+  if constexpr (kHalf > 0) {
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) v[i] += v[i + kHalf];
+    fold_high_first<kHalf / 2>(v);
+  }
+}
+
+// Sum of v[0..kCount) (a power of two) by fold_high_first.
+template <int kCount>
+FUSEKIT_DEVICE float tree_sum(float (&v)[kCount]) {
+  fold_high_first<kCount / 2>(v);
+  return v[0];
+}
+
+// Butterfly over groups of `lanes` lanes (a power of two <= kWarp), widest exchange first: lanes
+// whose indices differ in the highest bit combine first, then the next bit, down to neighbours.
 template <int kWarp>
 FUSEKIT_DEVICE float warp_sum(float v, int lanes) {
-  for (int offset = lanes / 2; offset > 0; offset /= 2) v += shfl_xor<kWarp>(v, offset);
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    if (offset < lanes) v += shfl_xor<kWarp>(v, offset);
+  }
   return v;
 }
 
-// `scratch` holds one float per warp of the block and must not be in use by another reduction
-// that can still be reading it (callers alternate buffers). Every thread of the block calls this.
-template <int kWarp>
+// The sum of `v` over the `threads_per_row` threads of each row (a power of two), as a tree that
+// combines thread indices from the highest bit down: across warps first (through `scratch`, one
+// float per thread of the block), then across the lanes of a warp. Every thread gets the total.
+// `scratch` must not be in use by another reduction that can still be reading it (callers
+// alternate buffers). Every thread of the block calls this.
+template <int kWarp, int kMaxWarpsPerRow>
 FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch) {
-  if (threads_per_row <= kWarp) return warp_sum<kWarp>(v, threads_per_row);
-  v = warp_sum<kWarp>(v, kWarp);
-  const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  if (static_cast<int>(threadIdx.x) % kWarp == 0) scratch[warp] = v;
-  __syncthreads();
-  const int warps_per_row = threads_per_row / kWarp;
-  const float* row_warps = scratch + (warp / warps_per_row) * warps_per_row;
-  float total = 0.0f;
-  for (int w = 0; w < warps_per_row; ++w) total += row_warps[w];
-  return total;
+  if (threads_per_row > kWarp) {
+    scratch[threadIdx.x] = v;
+    __syncthreads();
+    const int warps_per_row = threads_per_row / kWarp;
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    const int first_warp = static_cast<int>(threadIdx.x) / threads_per_row * warps_per_row;
+    float w[kMaxWarpsPerRow];
+#pragma unroll
+    for (int i = 0; i < kMaxWarpsPerRow; ++i) {
+      w[i] = i < warps_per_row ? scratch[(first_warp + i) * kWarp + lane] : 0.0f;
+    }
+    // Slots past warps_per_row hold zeros, so the full tree gives the row's tree exactly.
+    fold_high_first<kMaxWarpsPerRow / 2>(w);
+    v = w[0];
+  }
+  return warp_sum<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
 }
 
 }  // namespace fusekit::gpu

@@ -25,11 +25,11 @@ struct RawBytes<4> {
 };
 template <>
 struct RawBytes<8> {
-  using type = uint2;
+  using type = Bytes8;  // platform.h
 };
 template <>
 struct RawBytes<16> {
-  using type = uint4;
+  using type = Bytes16;  // platform.h
 };
 
 // kCount elements of T moved as ceil(bytes / 16) accesses of at most 16 bytes. The address must be
@@ -57,40 +57,66 @@ struct Packed {
   }
 };
 
-// Loads elements [col, col + kGroup) of `row` as floats; elements at or past n become 0.
-template <typename T, int kGroup, int kLoad>
-FUSEKIT_DEVICE void load_group(const T* row, int64_t col, int64_t n, float (&v)[kGroup]) {
+// Loads elements [col, col + kGroup) of `row` in their storage type; elements at or past n become
+// zero. Keeping data packed until it is used halves the registers 16-bit rows need.
+template <typename T, int kGroup, int kLoad, typename Index>
+FUSEKIT_DEVICE Packed<T, kGroup> load_group(const T* row, Index col, Index n) {
   static_assert(kGroup % kLoad == 0, "load width must divide the group");
+  Packed<T, kGroup> v;
+  if (col + kGroup <= n && kLoad == kGroup) {
+    v.load(row + col);
+    return v;
+  }
 #pragma unroll
   for (int s = 0; s < kGroup; s += kLoad) {
-    const int64_t c = col + s;
+    const Index c = col + s;
     if (c + kLoad <= n) {
       Packed<T, kLoad> p;
       p.load(row + c);
 #pragma unroll
-      for (int e = 0; e < kLoad; ++e) v[s + e] = to_float(p.elems[e]);
+      for (int e = 0; e < kLoad; ++e) v.elems[s + e] = p.elems[e];
     } else {
 #pragma unroll
-      for (int e = 0; e < kLoad; ++e) v[s + e] = c + e < n ? to_float(row[c + e]) : 0.0f;
+      for (int e = 0; e < kLoad; ++e) v.elems[s + e] = c + e < n ? row[c + e] : from_float<T>(0.0f);
     }
   }
+  return v;
+}
+
+template <typename T, int kGroup>
+FUSEKIT_DEVICE void to_floats(const Packed<T, kGroup>& p, float (&v)[kGroup]) {
+#pragma unroll
+  for (int e = 0; e < kGroup; ++e) v[e] = to_float(p.elems[e]);
+}
+
+// Loads elements [col, col + kGroup) of `row` as floats; elements at or past n become 0.
+template <typename T, int kGroup, int kLoad, typename Index>
+FUSEKIT_DEVICE void load_group(const T* row, Index col, Index n, float (&v)[kGroup]) {
+  to_floats(load_group<T, kGroup, kLoad>(row, col, n), v);
 }
 
 // Stores v[0..kGroup) to elements [col, col + kGroup) of `row`, skipping those at or past n.
-template <typename T, int kGroup, int kLoad>
-FUSEKIT_DEVICE void store_group(T* row, int64_t col, int64_t n, const float (&v)[kGroup]) {
+template <typename T, int kGroup, int kLoad, typename Index>
+FUSEKIT_DEVICE void store_group(T* row, Index col, Index n, const float (&v)[kGroup]) {
+  Packed<T, kGroup> p;
+#pragma unroll
+  for (int e = 0; e < kGroup; ++e) p.elems[e] = from_float<T>(v[e]);
+  if (col + kGroup <= n && kLoad == kGroup) {
+    p.store(row + col);
+    return;
+  }
 #pragma unroll
   for (int s = 0; s < kGroup; s += kLoad) {
-    const int64_t c = col + s;
+    const Index c = col + s;
     if (c + kLoad <= n) {
-      Packed<T, kLoad> p;
+      Packed<T, kLoad> q;
 #pragma unroll
-      for (int e = 0; e < kLoad; ++e) p.elems[e] = from_float<T>(v[s + e]);
-      p.store(row + c);
+      for (int e = 0; e < kLoad; ++e) q.elems[e] = p.elems[s + e];
+      q.store(row + c);
     } else {
 #pragma unroll
       for (int e = 0; e < kLoad; ++e) {
-        if (c + e < n) row[c + e] = from_float<T>(v[s + e]);
+        if (c + e < n) row[c + e] = p.elems[s + e];
       }
     }
   }

@@ -10,20 +10,20 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int round_threads(int64_t threads, int warp) {
-  if (threads <= warp) {
-    int p = 1;
-    while (p < threads) p *= 2;
-    return p;
-  }
-  return static_cast<int>(ceil_div(threads, warp) * warp);
+int next_pow2(int64_t v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
 }
 
+// Threads per SM (at one group per thread) above which a batch takes the bandwidth shape: measured
+// on an H100, four groups per thread win from M = 256 at N = 4096 and lose at M = 1 (NOTES.md).
+constexpr int64_t kFullSmThreads = 128;
 // Blocks of at least this many threads for short rows (several rows per block).
 constexpr int kMinBlockThreads = 256;
 // Registers path: the widest a row may be spread (one group per thread up to here, then more
 // groups per thread).
-constexpr int kMaxRegisterThreadsPerRow = 1024;
+constexpr int kMaxRegisterThreadsPerRow = 512;
 
 }  // namespace
 
@@ -43,15 +43,14 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   const int warp = shape.warp_size;
   const bool shape_ok = threads_per_row >= 1 && threads_per_row <= kNormMaxThreads &&
-                        (threads_per_row <= warp ? (threads_per_row & (threads_per_row - 1)) == 0
-                                                 : threads_per_row % warp == 0);
+                        (threads_per_row & (threads_per_row - 1)) == 0;
   if (!shape_ok) return false;
   NormConfig c;
   c.path = path;
   c.threads_per_row = threads_per_row;
   if (path == NormConfig::Path::kRegisters) {
-    const int max_items = kNormRegisterElems / shape.group_elems;
-    if (items < 1 || items > max_items) return false;
+    const int max_items = kNormMaxItems;
+    if (items < 1 || items > max_items || (items & (items - 1)) != 0) return false;
     if (static_cast<int64_t>(threads_per_row) * items < groups) return false;
     c.items = items;
     c.rows_per_block = std::max(1, kMinBlockThreads / threads_per_row);
@@ -71,13 +70,20 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
 
 NormConfig choose_norm_config(const NormShape& shape) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
-  const int max_items = kNormRegisterElems / shape.group_elems;
+  const int max_items = kNormMaxItems;
   NormConfig c;
   if (groups <= static_cast<int64_t>(kMaxRegisterThreadsPerRow) * max_items) {
-    // One group per thread while the row fits 1024 threads, then more groups per thread.
-    const int items = static_cast<int>(
-        std::min<int64_t>(max_items, ceil_div(groups, kMaxRegisterThreadsPerRow)));
-    const int threads = round_threads(ceil_div(groups, items), shape.warp_size);
+    // Few rows: one group per thread (or as few as fit 512 threads), for the shortest chain of
+    // dependent instructions per thread. Rows enough to fill the GPU: four groups per thread, for
+    // more bytes in flight and fewer warps to reduce over. Items stay powers of two.
+    int fewest = 1;
+    while (static_cast<int64_t>(fewest) * kMaxRegisterThreadsPerRow < groups) fewest *= 2;
+    int most = 1;
+    while (most < max_items && most < groups) most *= 2;
+    const int64_t threads_at_fewest = shape.rows * ceil_div(groups, fewest);
+    const bool fills_gpu = threads_at_fewest > static_cast<int64_t>(shape.sm_count) * kFullSmThreads;
+    const int items = fills_gpu ? std::max(fewest, most) : fewest;
+    const int threads = next_pow2(ceil_div(groups, items));
     make_norm_config(shape, NormConfig::Path::kRegisters, threads, items, &c);
   } else {
     make_norm_config(shape, NormConfig::Path::kStaged, kNormStagedThreads, 0, &c);

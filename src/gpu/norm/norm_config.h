@@ -1,9 +1,13 @@
 // Launch configuration for the norm kernels, and the heuristic that picks it.
 //
 // Kept apart from the kernels so that it can be read, tested and tuned on its own (the benchmark's
-// --sweep mode times alternatives to it). The choice depends only on N, the dtypes and the device,
-// never on M: configurations change the reduction order, and a row's result must not depend on
-// how many rows share the launch. Plain C++: no GPU header needed.
+// --sweep mode times alternatives to it). Plain C++: no GPU header needed.
+//
+// Batch invariance. The path (registers or staged) and the staged path's shape change the
+// reduction order, so they depend only on N, the dtypes and the device. Within the registers path
+// every power-of-two `items` sums in the same order (norm_kernel.cuh), so there the batch size
+// may choose: one group per thread while the rows do not fill the GPU (latency), four when they
+// do (bandwidth).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +18,7 @@ namespace fusekit::gpu {
 struct NormConfig {
   enum class Path { kRegisters, kStaged };
   Path path = Path::kRegisters;
-  int threads_per_row = 32;  // a power of two <= warp size, or a multiple of it
+  int threads_per_row = 32;  // a power of two
   int items = 1;             // registers path: 16-byte groups per thread
   int rows_per_block = 1;    // registers path
   int block_threads = 32;    // threads_per_row * rows_per_block (staged: threads per row)
@@ -23,26 +27,28 @@ struct NormConfig {
   std::string to_string() const;
 };
 
-// Inputs of the heuristic, all independent of M.
+// Inputs of the heuristic.
 struct NormShape {
+  int64_t rows = 1;          // M: only chooses items on the registers path
   int64_t cols = 0;          // N
   int group_elems = 8;       // elements per 16-byte group of x: 8 for 16-bit x, 4 for fp32
   int source_elem_bytes = 2;  // bytes per element of h (residual's dtype when adding, else x's)
   int warp_size = 32;
   int max_smem_bytes = 48 * 1024;  // per block, opt-in limit
+  int sm_count = 132;
 };
 
-// Registers path: up to this many elements per thread.
-constexpr int kNormRegisterElems = 8;
-constexpr int kNormMaxThreads = 1024;
+// Registers path: up to this many 16-byte groups per thread.
+constexpr int kNormMaxItems = 4;
+constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
 constexpr int kNormStagedThreads = 512;
 
 NormConfig choose_norm_config(const NormShape& shape);
 
-// A registers-path config with `threads_per_row` x `items` groups, or the staged path with
-// `threads_per_row` threads; used by the benchmark's sweep. Returns false when the combination
-// cannot cover the row or breaks a constraint.
+// A registers-path config with `threads_per_row` x `items` groups (items a power of two), or the
+// staged path with `threads_per_row` threads; used by the benchmark's sweep and the tests.
+// Returns false when the combination cannot cover the row or breaks a constraint.
 bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads_per_row,
                       int items, NormConfig* config);
 

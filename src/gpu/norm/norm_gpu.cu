@@ -56,15 +56,27 @@ bool pdl_enabled_by_default() {
 
 NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   NormShape s;
+  s.rows = p.rows;
   s.cols = p.cols;
+  s.sm_count = info.sm_count;
   s.group_elems = group_elems(p);
   s.source_elem_bytes = static_cast<int>(dtype_size(p.source_dtype()));
   s.warp_size = info.warp_size;
-  s.max_smem_bytes = info.max_smem_per_block;
+  // The kernels' static shared memory (reduction scratch) comes out of the same budget.
+  constexpr int kStaticSmemReserve = 8 * 1024;
+  s.max_smem_bytes = info.max_smem_per_block - kStaticSmemReserve;
   return s;
 }
 
 }  // namespace
+
+Status norm_shape_of(const NormProblem& p, NormShape* shape) {
+  DeviceInfo info;
+  const ErrorCode e = query_device_info(p.device.index, &info);
+  if (e != kSuccess) return status_from("norm: querying the device", e);
+  *shape = shape_of(p, info);
+  return Status();
+}
 
 Status describe_norm_config(const NormProblem& p, NormConfig* config, int* load_width) {
   DeviceInfo info;

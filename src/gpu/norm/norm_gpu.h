@@ -15,6 +15,9 @@ struct NormLaunchOverrides {
 Status run_norm_gpu_with(const detail::NormProblem& p, Stream stream,
                          const NormLaunchOverrides& overrides);
 
+// The heuristic's inputs for `p` on its device.
+Status norm_shape_of(const detail::NormProblem& p, NormShape* shape);
+
 // The configuration run_norm_gpu would pick for `p` on its device.
 Status describe_norm_config(const detail::NormProblem& p, NormConfig* config, int* load_width);
 

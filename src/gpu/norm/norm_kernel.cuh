@@ -1,18 +1,20 @@
 // RMSNorm / LayerNorm kernels, with or without the fused residual add: device code only.
 //
 // Why two kernels. A normalization needs a whole row before it can write anything, so the row
-// must be held somewhere between its reduction and its output. Up to 8 elements per thread
-// (N <= 8192 with 1024 threads) it stays in registers: one read of each input, one write of each
+// must be held somewhere between its reduction and its output. Up to four 16-byte groups per
+// thread (N <= 16384 bf16 or 8192 fp32 with 512 threads) it stays in registers, packed in its
+// storage type: one read of each input, one write of each
 // output, and nothing but shuffles and one barrier in between, which is what small batches (one
 // token, a decode step) need for latency. Beyond that, norm_staged_kernel keeps as much of the
 // row as fits in shared memory and re-reads the rest (from L2, where it was just read) in the
 // second pass; a whole row of up to ~110K bf16 elements fits on an H100.
 //
-// Work split. Each thread owns "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements), groups
-// t, t + T, t + 2T, ... of its row (T = threads per row), so a warp's accesses are contiguous. The
-// split depends on N and the dtypes only; kLoad, the width of each memory access, adapts to
-// alignment without changing which thread sums what, so results are bitwise identical at any
-// alignment and for any number of rows in the launch.
+// Work split. Work comes in "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements). In the
+// registers path thread t takes groups t, t + T, ... and sums follow one fixed tree over the
+// row (see norm_registers_kernel), so results do not depend on how many threads share a row; the
+// staged path uses the same split with T = 512 and its own order. kLoad, the width of each memory
+// access, adapts to alignment without changing what is summed in which order. Results are
+// therefore bitwise identical at any alignment and for any number of rows in the launch.
 //
 // Numerics. Sums in float32; LayerNorm subtracts the mean before squaring (two passes over data
 // already on chip). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
@@ -48,7 +50,7 @@ struct NormKernelArgs {
   float eps;
   float weight_offset;
   bool weight_after_cast;
-  int threads_per_row;  // registers path: a power of two <= warp, or a multiple of the warp
+  int threads_per_row;  // a power of two
   int items;            // registers path: groups per thread (<= kMaxItems)
   int rows_per_block;   // registers path
   int64_t smem_groups;  // staged path: groups of the row kept in shared memory
@@ -66,13 +68,16 @@ struct NormTraits {
   static constexpr int kLoad = kLoad_;
   static constexpr int kWarp = kWarp_;
   static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
-  static constexpr int kMaxItems = 8 / kGroup;  // registers path: 8 elements per thread
+  static constexpr int kMaxItems = 4;  // registers path: groups per thread (32 bf16 / 16 fp32)
   // Staged path: groups in flight per thread in pass 1 (two inputs each when adding).
   static constexpr int kBatch = kAdd ? 2 : 4;
   static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
-  static constexpr int kMaxThreads = 1024;      // registers path (64 registers per thread)
+  static constexpr int kMaxThreads = 512;       // registers path
+  // Registers path: no occupancy floor (forcing 64 registers spills the fused-add variants).
+  static constexpr int kMinBlocksPerSm = 1;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
-  static constexpr int kScratch = kMaxThreads / kWarp;
+  static constexpr int kScratch = 512;  // one float per thread of the largest block
+  static constexpr int kMaxWarpsPerRow = 512 / kWarp;
 };
 
 // h for one group: x (plus residual, rounded to TR, and written to residual_out when kAdd).
@@ -117,8 +122,8 @@ FUSEKIT_DEVICE void load_affine(const NormKernelArgs& a, int64_t col, float (&w)
 }
 
 // y = ((h - mean) * rstd [rounded to TX]) * w + b, stored to out.
-template <class K>
-FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, int64_t col,
+template <class K, typename Index>
+FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col,
                                  const float (&h)[K::kGroup], const float (&w)[K::kGroup],
                                  const float (&b)[K::kGroup], float mean, float rstd) {
   using TX = typename K::TX;
@@ -129,72 +134,142 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, int64_t c
     if (a.weight_after_cast) v = round_to<TX>(v);
     y[e] = v * w[e] + b[e];
   }
-  store_group<TX, K::kGroup, K::kLoad>(static_cast<TX*>(a.out) + row * a.out_stride, col, a.cols,
-                                       y);
+  store_group<TX, K::kGroup, K::kLoad>(static_cast<TX*>(a.out) + row * a.out_stride, col,
+                                       static_cast<Index>(a.cols), y);
 }
 
+// The registers path. Thread t of a row (T = threads_per_row, a power of two) holds groups
+// t, t + T, ..., t + (items - 1) T, so each warp access is contiguous. Sums first add the
+// elements of each group, then combine groups by their index from the highest bit down: across
+// the thread's groups (tree_sum over `items` slots, zeros past `items`), then across warps, then
+// across lanes (row_sum). That order depends on neither T nor `items`, so the launch shape can
+// follow the batch size (few groups per thread for latency at small M, four for bandwidth at
+// large M) while each row's result stays bitwise the same.
 template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads) norm_registers_kernel(NormKernelArgs a) {
+__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
+    norm_registers_kernel(NormKernelArgs a) {
+  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
+  using TX = typename K::TX;
+  using TW = typename K::TW;
+  using TR = typename K::TR;
   constexpr int G = K::kGroup;
+  constexpr int kItems = K::kMaxItems;
   __shared__ float scratch[2][K::kScratch];
   const int tpr = a.threads_per_row;
+  const int items = a.items;
   const int t = static_cast<int>(threadIdx.x) % tpr;
   const int64_t row =
       static_cast<int64_t>(blockIdx.x) * a.rows_per_block + static_cast<int>(threadIdx.x) / tpr;
   const bool active = row < a.rows;
-  const int64_t n = a.cols;
+  const int n = static_cast<int>(a.cols);  // <= 16384 on this path
 
   wait_for_prior_grids();
   allow_dependent_grids();
 
-  float h[K::kMaxItems][G];
-  float w[K::kMaxItems][G];
-  float b[K::kMaxItems][G];
+  // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
+  // adding, which is exactly what gets normalized), weight in TW. All loads but the bias's are
+  // issued before the first use.
+  Packed<TX, G> x[kItems];
+  Packed<TR, G> h[kItems];
+  Packed<TW, G> w[kItems];
+  const bool has_weight = a.weight != nullptr;
+  const bool has_bias = K::kLayer && a.bias != nullptr;
+  const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
+  const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
 #pragma unroll
-  for (int i = 0; i < K::kMaxItems; ++i) {
-    const int64_t col = static_cast<int64_t>(t + i * tpr) * G;
-    if (active && i < a.items && col < n) {
-      load_source<K>(a, row, col, h[i]);
-      load_affine<K>(a, col, w[i], b[i]);
+  for (int i = 0; i < kItems; ++i) {
+    const int col = (t + i * tpr) * G;
+    if (active && i < items && col < n) {
+      x[i] = load_group<TX, G, K::kLoad>(x_row, col, n);
+      if constexpr (K::kAdd) h[i] = load_group<TR, G, K::kLoad>(r_row, col, n);
+      if (has_weight) w[i] = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.weight), col, n);
     } else {
 #pragma unroll
-      for (int e = 0; e < G; ++e) h[i][e] = 0.0f;
+      for (int e = 0; e < G; ++e) x[i].elems[e] = from_float<TX>(0.0f);
+#pragma unroll
+      for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
     }
   }
-
-  float mean = 0.0f;
-  float acc = 0.0f;
-  if constexpr (K::kLayer) {
+  if constexpr (K::kAdd) {
+    // h = x + residual, rounded to the residual's dtype and written back out.
+    TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
 #pragma unroll
-    for (int i = 0; i < K::kMaxItems; ++i) {
-#pragma unroll
-      for (int e = 0; e < G; ++e) acc += h[i][e];
-    }
-    mean = row_sum<K::kWarp>(acc, tpr, scratch[0]) / static_cast<float>(n);
-    acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < K::kMaxItems; ++i) {
-      const int64_t col = static_cast<int64_t>(t + i * tpr) * G;
+    for (int i = 0; i < kItems; ++i) {
+      float v[G];
 #pragma unroll
       for (int e = 0; e < G; ++e) {
-        const float d = h[i][e] - mean;
-        if (i < a.items && col + e < n) acc += d * d;
+        h[i].elems[e] = from_float<TR>(to_float(x[i].elems[e]) + to_float(h[i].elems[e]));
+        v[e] = to_float(h[i].elems[e]);
       }
+      const int col = (t + i * tpr) * G;
+      if (active && i < items && col < n) store_group<TR, G, K::kLoad>(r_out, col, n, v);
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < K::kMaxItems; ++i) {
+    for (int i = 0; i < kItems; ++i) h[i] = x[i];  // TR is TX
+  }
+
+  // Per group, then across the thread's groups, as trees (absent groups are zeros).
+  float part[kItems];
+  float mean = 0.0f;
+  if constexpr (K::kLayer) {
 #pragma unroll
-      for (int e = 0; e < G; ++e) acc += h[i][e] * h[i][e];
+    for (int i = 0; i < kItems; ++i) {
+      float v[G];
+      to_floats(h[i], v);
+      part[i] = tree_sum(v);
+    }
+    mean = row_sum<K::kWarp, K::kMaxWarpsPerRow>(tree_sum(part), tpr, scratch[0]) / static_cast<float>(n);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int col = (t + i * tpr) * G;
+      float v[G];
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        const float d = to_float(h[i].elems[e]) - mean;
+        v[e] = i < items && col + e < n ? d * d : 0.0f;
+      }
+      part[i] = tree_sum(v);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      float v[G];
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        const float f = to_float(h[i].elems[e]);
+        v[e] = f * f;
+      }
+      part[i] = tree_sum(v);
     }
   }
-  const float rstd = rsqrtf(row_sum<K::kWarp>(acc, tpr, scratch[1]) / static_cast<float>(n) + a.eps);
+  const float rstd =
+      rsqrtf(row_sum<K::kWarp, K::kMaxWarpsPerRow>(tree_sum(part), tpr, scratch[1]) / static_cast<float>(n) + a.eps);
 
   if (!active) return;
 #pragma unroll
-  for (int i = 0; i < K::kMaxItems; ++i) {
-    const int64_t col = static_cast<int64_t>(t + i * tpr) * G;
-    if (i < a.items && col < n) write_output<K>(a, row, col, h[i], w[i], b[i], mean, rstd);
+  for (int i = 0; i < kItems; ++i) {
+    const int col = (t + i * tpr) * G;
+    if (i < items && col < n) {
+      float hv[G], wv[G], bv[G];
+      to_floats(h[i], hv);
+      if (has_weight) {
+        to_floats(w[i], wv);
+#pragma unroll
+        for (int e = 0; e < G; ++e) wv[e] += a.weight_offset;
+      } else {
+#pragma unroll
+        for (int e = 0; e < G; ++e) wv[e] = 1.0f;
+      }
+      if (has_bias) {
+        // Loaded only now (from cache: every row reads it) to keep registers for occupancy.
+        load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.bias), col, n, bv);
+      } else {
+#pragma unroll
+        for (int e = 0; e < G; ++e) bv[e] = 0.0f;
+      }
+      write_output<K>(a, row, col, hv, wv, bv, mean, rstd);
+    }
   }
   if (t == 0) {
     if (a.rstd != nullptr) a.rstd[row] = rstd;
@@ -226,6 +301,7 @@ FUSEKIT_DEVICE void reload_source(const NormKernelArgs& a, const typename K::TR*
 // stages the first smem_groups groups of h in shared memory; pass 2 writes the output.
 template <class K>
 __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormKernelArgs a) {
+  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
   constexpr int B = K::kBatch;
@@ -269,7 +345,7 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
     }
   }
   float mean = 0.0f;
-  float total = row_sum<K::kWarp>(acc, threads, scratch[0]);
+  float total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(acc, threads, scratch[0]);
   if constexpr (K::kLayer) {
     // Second pass over data on chip (or in L2): the variance about the mean.
     mean = total / static_cast<float>(n);
@@ -283,7 +359,7 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
         if (g * G + e < n) acc += d * d;
       }
     }
-    total = row_sum<K::kWarp>(acc, threads, scratch[1]);
+    total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(acc, threads, scratch[1]);
   }
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
 

@@ -26,12 +26,16 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   auto kernel = registers ? norm_registers_kernel<K> : norm_staged_kernel<K>;
   const size_t smem =
       registers ? 0 : static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
-  if (smem > 48 * 1024) {
-    static std::atomic<int> raised_to{48 * 1024};
-    if (static_cast<int>(smem) > raised_to.load()) {
-      const ErrorCode e = set_max_dynamic_smem(kernel, info.max_smem_per_block);
+  if (smem > 0) {
+    // Dynamic shared memory beyond the default 48 KB must be allowed per kernel and device;
+    // remember the largest amount allowed so far.
+    constexpr int kMaxDevices = 64;
+    static std::atomic<int> allowed[kMaxDevices];
+    std::atomic<int>& current = allowed[info.index % kMaxDevices];
+    if (static_cast<int>(smem) > current.load()) {
+      const ErrorCode e = set_max_dynamic_smem(kernel, static_cast<int>(smem));
       if (e != kSuccess) return status_from("norm: raising the shared-memory limit", e);
-      raised_to.store(info.max_smem_per_block);
+      current.store(static_cast<int>(smem));
     }
   }
   const int64_t rows_per_block = registers ? cfg.rows_per_block : 1;

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Compile check of the GPU sources as HIP (no AMD GPU needed): builds only the `fusekit` library
+# target for gfx90a (CDNA, wave64) and gfx1030 (RDNA, wave32) with Debian's ROCm packages, then
+# reads the AMDGPU metadata of the device code objects to check that the norm kernels exist for
+# the warp size of each target (dispatch_warp instantiates kWarp = 32 and 64 on HIP) and to report
+# registers / LDS / scratch / spills.
+#
+#   .ci/gpu_compile_check.sh            # from anywhere; builds in <repo>/build/ci-hip
+#
+# Environment: FUSEKIT_CI_HIP_ARCHS (default "gfx90a;gfx1030"), FUSEKIT_CI_BUILD_DIR,
+# FUSEKIT_CI_JOBS (default: nproc), FUSEKIT_CI_FAIL_ON_SPILLS=1 to fail when a kernel that can run
+# on a target (its kWarp equals the target's wavefront size) spills VGPRs. Fails when a target
+# has no kernels for its wavefront size, when those are empty, or when the staged kernel's static
+# LDS exceeds kStaticSmemReserve (norm_gpu.cu).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${FUSEKIT_CI_BUILD_DIR:-$repo/build/ci-hip}"
+archs="${FUSEKIT_CI_HIP_ARCHS:-gfx90a;gfx1030}"
+jobs="${FUSEKIT_CI_JOBS:-$(nproc)}"
+t_start=$(date +%s)
+
+# ---- toolchain -------------------------------------------------------------------------------
+if ! command -v hipcc >/dev/null 2>&1; then
+  echo "== installing Debian's ROCm packages (hipcc libamdhip64-dev rocm-device-libs)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y hipcc libamdhip64-dev rocm-device-libs
+fi
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
+command -v c++ >/dev/null 2>&1 || missing+=(g++)
+if ((${#missing[@]})); then
+  echo "== installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y "${missing[@]}"
+fi
+t_tools=$(date +%s)
+
+# ---- configure + build -----------------------------------------------------------------------
+mkdir -p "$build"
+echo "== configure ($build)"
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DFUSEKIT_GPU=HIP -DCMAKE_HIP_ARCHITECTURES="$archs" \
+  -DFUSEKIT_BUILD_TESTS=OFF -DFUSEKIT_BUILD_BENCH=OFF >"$build/ci-configure.log" 2>&1 ||
+  { cat "$build/ci-configure.log"; echo "FAIL: configure"; exit 1; }
+grep -E "HIP compiler identification|fusekit" "$build/ci-configure.log" | sed 's/^/   /'
+t_conf=$(date +%s)
+
+echo "== build fusekit ($jobs jobs)"
+cmake --build "$build" --target fusekit -j "$jobs" >"$build/ci-build.log" 2>&1 ||
+  { tail -n 80 "$build/ci-build.log"; echo "FAIL: build (full log: $build/ci-build.log)"; exit 1; }
+t_build=$(date +%s)
+warnings=$(grep -c "warning:" "$build/ci-build.log" || true)
+echo "   built $build/libfusekit.a; $warnings compiler warning lines (log: $build/ci-build.log)"
+
+# ---- device code: which kernels, what resources ----------------------------------------------
+compiler=$(sed -n 's/^CMAKE_HIP_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+llvm_bin=$(dirname "$(readlink -f "$compiler")")
+for tool in llvm-objcopy clang-offload-bundler llvm-readelf llvm-cxxfilt; do
+  [[ -x "$llvm_bin/$tool" ]] || { echo "FAIL: $llvm_bin/$tool not found"; exit 1; }
+done
+work="$build/device-check"
+rm -rf "$work" && mkdir -p "$work"
+table="$work/kernels.tsv"  # arch, vgpr, agpr, sgpr, vgpr_spill, sgpr_spill, scratch, lds, wave, name
+: >"$table"
+mapfile -t objects < <(find "$build/CMakeFiles/fusekit.dir/src/gpu" -name '*.cu.o' | sort)
+((${#objects[@]})) || { echo "FAIL: no GPU objects found"; exit 1; }
+IFS=';' read -r -a arch_list <<<"$archs"
+with_kernels=()
+for obj in "${objects[@]}"; do
+  sections=$("$llvm_bin/llvm-readelf" -S "$obj")  # (not piped into grep -q: SIGPIPE + pipefail)
+  [[ "$sections" == *.hip_fatbin* ]] || continue   # no kernels in this object
+  with_kernels+=("$(basename "$obj" .o)")
+  base="$work/$(basename "$obj" .o)"
+  "$llvm_bin/llvm-objcopy" --dump-section=.hip_fatbin="$base.fatbin" "$obj" "$base.host.o"
+  for arch in "${arch_list[@]}"; do
+    "$llvm_bin/clang-offload-bundler" --unbundle --type=o --input="$base.fatbin" \
+      --targets="hipv4-amdgcn-amd-amdhsa--$arch" --output="$base.$arch.co"
+    "$llvm_bin/llvm-readelf" --notes "$base.$arch.co" | awk -v arch="$arch" '
+      { sub(/^  - /, "    ") }
+      /^    \.[a-z_]+:/ {
+        key = $1; sub(/:$/, "", key); v[key] = $2
+        if (key == ".wavefront_size")
+          printf "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", arch, v[".vgpr_count"],
+                 v[".agpr_count"], v[".sgpr_count"], v[".vgpr_spill_count"],
+                 v[".sgpr_spill_count"], v[".private_segment_fixed_size"],
+                 v[".group_segment_fixed_size"], v[".wavefront_size"], v[".name"]
+        if (key == ".wavefront_size") delete v
+      }' >>"$table"
+  done
+done
+# Demangle, and pull out the kernel path and NormTraits' last two arguments (kLoad, kWarp).
+cut -f10 "$table" | "$llvm_bin/llvm-cxxfilt" >"$work/names.txt"
+# kernels.txt: arch, path, kWarp, kLoad, vgpr, agpr, sgpr, vgpr_spill, sgpr_spill, scratch, lds,
+# wave, demangled name
+paste "$table" "$work/names.txt" | awk -F'\t' -v OFS='\t' '{
+    d = $11; path = "other"
+    if (d ~ /norm_staged_kernel/) path = "staged"
+    if (d ~ /norm_registers_kernel/) path = "registers"
+    warp = 0; load = 0
+    if (match(d, /, [0-9]+, [0-9]+> ?>\(/)) {
+      split(substr(d, RSTART + 2, RLENGTH), n, /[,>]/); load = n[1] + 0; warp = n[2] + 0
+    }
+    print $1, path, warp, load, $2, $3, $4, $5, $6, $7, $8, $9, d }' >"$work/kernels.txt"
+
+echo "== device code of ${with_kernels[*]} (per target; 'native': kWarp = the target's wavefront size)"
+status=0
+# norm_gpu.cu's `constexpr int kStaticSmemReserve = <integer expression>;` (e.g. 8 * 1024).
+smem_reserve=$(sed -n '/kStaticSmemReserve = /{s/.*kStaticSmemReserve = \([^;]*\);.*/\1/p;q;}' \
+  "$repo/src/gpu/norm/norm_gpu.cu")
+if [[ "$smem_reserve" =~ ^[0-9\ \*+]+$ ]]; then
+  smem_reserve=$((smem_reserve))
+else
+  echo "   (kStaticSmemReserve not found in norm_gpu.cu: staged static-LDS check skipped)"
+  smem_reserve=""
+fi
+printf '   %-8s %5s %7s %7s %6s %5s %9s %7s %10s %7s %9s %10s\n' target wave kWarp32 kWarp64 native \
+  stubs maxVGPR+A maxSGPR maxScratch maxLDS stagedLDS spills:v/s
+for arch in "${arch_list[@]}"; do
+  read -r wave n32 n64 native vmax smax scratch lds vspill sspill staged_lds stubs empty < <(awk -F'\t' \
+    -v a="$arch" '
+    $1 == a { wave = $12; n[$3]++; v = $5 + $6
+              if ($3 != $12 && v == 0) stub++
+              if ($3 == $12) { nat++; if (v == 0) empty++; if (v > vm) vm = v; if ($7 > sm) sm = $7
+                               if ($10 > sc) sc = $10; if ($11 > ld) ld = $11
+                               if ($8 > 0) vsp++; if ($9 > 0) ssp++
+                               if ($2 == "staged" && $11 > sl) sl = $11 } }
+    END { printf "%d %d %d %d %d %d %d %d %d %d %d %d %d\n", wave, n[32], n[64], nat, vm, sm, sc, ld,
+                 vsp, ssp, sl, stub, empty }' \
+    "$work/kernels.txt")
+  printf '   %-8s %5s %7s %7s %6s %5s %9s %7s %10s %7s %9s %10s\n' "$arch" "$wave" "$n32" "$n64" \
+    "$native" "$stubs" "$vmax" "$smax" "$scratch" "$lds" "$staged_lds" "$vspill/$sspill"
+  if ((native == 0)); then
+    echo "   FAIL: no kernels for $arch's wavefront size ($wave)"; status=1
+  fi
+  if ((empty > 0)); then
+    echo "   FAIL: $empty kernels for $arch's wavefront size compiled to empty stubs"; status=1
+  fi
+  # The staged kernel takes dynamic LDS up to sharedMemPerBlock minus this reserve (norm_gpu.cu);
+  # its static LDS (reduction scratch, plus any private array the compiler promoted to LDS) must
+  # fit in the reserve, or launches with a full stage fail.
+  if [[ -n "$smem_reserve" ]] && ((staged_lds > smem_reserve)); then
+    echo "   FAIL: staged kernels on $arch use $staged_lds B of static LDS," \
+      "more than kStaticSmemReserve = $smem_reserve B"; status=1
+  fi
+  if ((vspill > 0)) && [[ "${FUSEKIT_CI_FAIL_ON_SPILLS:-0}" == 1 ]]; then
+    echo "   FAIL: $vspill kernels spill VGPRs to scratch on $arch"; status=1
+  fi
+done
+# Resource usage of the largest registers-path and staged kernels per target (native warp size).
+echo "== heaviest native kernels (VGPR+AGPR / SGPR / spills v,s / scratch B per lane / static LDS B)"
+for arch in "${arch_list[@]}"; do
+  for path in registers staged; do
+    # (no `sort | head` here: head's early exit would fail the pipeline under pipefail)
+    awk -F'\t' -v a="$arch" -v p="$path" '
+      $1 == a && $2 == p && $3 == $12 {
+        k = ($5 + $6) * 100000 + $10
+        if (!found || k > best) { best = k; found = 1; line = $0 } }
+      END { if (!found) exit
+        split(line, f, "\t"); d = f[13]; sub(/^void fusekit::gpu::/, "", d)
+        gsub(/fusekit::(gpu|detail)::/, "", d); sub(/\(NormKernelArgs\)$/, "", d)
+        sub(/\(NormKind\)0/, "Rms", d); sub(/\(NormKind\)1/, "Layer", d)
+        printf "   %-8s %-9s %3d+%-3d %3d  %d,%d  %5d  %5d  %s\n", f[1], f[2], f[5], f[6], f[7], f[8],
+               f[9], f[10], f[11], d }' "$work/kernels.txt"
+  done
+done
+echo "   (stubs: copies for the other warp size, empty by platform.h's warp_size_compiled;"
+echo "   maxScratch: bytes of private memory per lane; LDS: static bytes per block, dynamic not"
+echo "   included; spills: kernels spilling VGPRs (to scratch memory) / SGPRs (to VGPR lanes)."
+echo "   Full table: $work/kernels.txt)"
+
+t_end=$(date +%s)
+echo "== time: tools $((t_tools - t_start)) s, configure $((t_conf - t_tools)) s," \
+  "build $((t_build - t_conf)) s, checks $((t_end - t_build)) s, total $((t_end - t_start)) s"
+if ((status)); then echo "FAIL"; else echo "OK"; fi
+exit "$status"

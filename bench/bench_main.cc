@@ -1,0 +1,203 @@
+// fusekit_bench: times fusekit's ops on the project's default shapes and reports GB/s against the
+// copy bandwidth measured in the same run (the ceiling for memory-bound ops).
+//
+// Plain C++, and only the sequence of a run: options, the plan of cases (shapes.h), GPU or CPU
+// mode (runner.h: with a GPU, device 0, cold-L2 and graph-replay times; without one, or with
+// --cpu, std::chrono times of the CPU backend, said so in the output), then the table and the
+// JSON (report.h). GPU timing itself is behind gpu_timer.h, the ops behind the table in ops.h.
+// Exit codes: 0 ok, 1 a call or the runtime failed, 2 bad usage or shapes file.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fusekit/runtime.h"
+#include "fusekit/version.h"
+#include "report.h"
+#include "runner.h"
+#include "shapes.h"
+
+namespace fusekit::bench {
+namespace {
+
+constexpr int64_t kCpuDefaultMaxBytes = int64_t{64} << 20;
+
+struct Options {
+  PlanOptions plan;
+  RunOptions run;
+  bool cpu = false;
+  bool max_bytes_given = false;
+  std::string json_path;
+  std::string commit;
+};
+
+const char kUsage[] =
+    "usage: fusekit_bench [options]\n"
+    "  --shapes PATH      shapes file (default bench/shapes.json)\n"
+    "  --ops a,b          ops to run (default: those the shapes file lists); known: %s\n"
+    "  --M 1,32 --N 4096  replace the shapes file's M / N lists\n"
+    "  --dtype bf16|fp16|fp32   (default: the section's dtype, else bf16)\n"
+    "  --max-bytes BYTES  skip cases moving more per call (K/M/G suffixes; CPU default 64M)\n"
+    "  --runs N           GPU: at least N cold-L2 runs per case (default 50)\n"
+    "  --sweep            GPU: also time alternative launch configurations\n"
+    "  --cpu              time the CPU backend even when a GPU is present\n"
+    "  --json PATH        write all results as JSON\n"
+    "  --commit SHA       recorded in the JSON (default: $FUSEKIT_COMMIT, else unknown)\n";
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool parse_size(const std::string& s, int64_t* v) {  // "4096", "64M", "4G"
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  double scale = 1;
+  if (*end == 'K' || *end == 'k') scale = 1024.0, ++end;
+  else if (*end == 'M' || *end == 'm') scale = 1048576.0, ++end;
+  else if (*end == 'G' || *end == 'g') scale = 1073741824.0, ++end;
+  if (end == s.c_str() || *end != '\0' || !(x >= 0) || x * scale > 9e18 ||
+      x * scale != std::floor(x * scale)) {
+    return false;
+  }
+  *v = static_cast<int64_t>(x * scale);
+  return true;
+}
+
+// Returns -1 to go on, else the exit code.
+int parse_args(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&](std::string* v) {
+      if (i + 1 >= argc) return false;
+      *v = argv[++i];
+      return true;
+    };
+    std::string v;
+    bool ok = true;
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, known_op_names().c_str());
+      return 0;
+    } else if (a == "--cpu") {
+      o->cpu = true;
+    } else if (a == "--sweep") {
+      o->run.sweep = true;
+    } else if (a == "--shapes") {
+      ok = next(&o->plan.path);
+    } else if (a == "--ops") {
+      ok = next(&v) && !(o->plan.ops = split(v)).empty();
+    } else if (a == "--M" || a == "--N") {
+      ok = next(&v);
+      std::vector<int64_t>& list = a == "--M" ? o->plan.m : o->plan.n;
+      for (const std::string& item : split(v)) {
+        int64_t x = 0;
+        ok = ok && parse_size(item, &x) && x > 0;
+        list.push_back(x);
+      }
+      ok = ok && !list.empty();
+    } else if (a == "--dtype") {
+      DType d;
+      ok = next(&o->plan.dtype) && parse_dtype(o->plan.dtype, &d);
+    } else if (a == "--max-bytes") {
+      ok = next(&v) && parse_size(v, &o->plan.max_bytes);
+      o->max_bytes_given = true;
+    } else if (a == "--runs") {
+      ok = next(&v) && (o->run.gpu_runs = std::atoi(v.c_str())) > 0;
+    } else if (a == "--json") {
+      ok = next(&o->json_path);
+    } else if (a == "--commit") {
+      ok = next(&o->commit);
+    } else {
+      std::fprintf(stderr, "fusekit_bench: unknown option %s\n", a.c_str());
+      std::fprintf(stderr, kUsage, known_op_names().c_str());
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "fusekit_bench: bad or missing value for %s\n", a.c_str());
+      std::fprintf(stderr, kUsage, known_op_names().c_str());
+      return 2;
+    }
+  }
+  return -1;
+}
+
+std::string default_shapes_path() {
+  if (std::ifstream("bench/shapes.json").good()) return "bench/shapes.json";
+  return FUSEKIT_BENCH_SOURCE_DIR "/shapes.json";  // the checkout this binary was built from
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+int bench_main(int argc, char** argv) {
+  Options o;
+  const int parsed = parse_args(argc, argv, &o);
+  if (parsed >= 0) return parsed;
+  if (o.plan.path.empty()) o.plan.path = default_shapes_path();
+
+  Env env;
+  env.backend = gpu_backend_name();
+  env.version = FUSEKIT_VERSION;
+  env.date = utc_now();
+  env.shapes_path = o.plan.path;
+  const char* commit_env = std::getenv("FUSEKIT_COMMIT");
+  env.commit = !o.commit.empty() ? o.commit : (commit_env && *commit_env ? commit_env : "unknown");
+  std::string reason;
+  const int gpus = gpu_count(&reason);
+  const bool gpu = gpus > 0 && !o.cpu;
+  env.mode = gpu ? "gpu" : "cpu";
+  if (!gpu) env.no_gpu_reason = o.cpu && gpus > 0 ? "--cpu given" : reason;
+  if (!gpu && !o.max_bytes_given) o.plan.max_bytes = kCpuDefaultMaxBytes;
+  if (!gpu && o.run.sweep) {
+    std::fprintf(stderr, "note: --sweep applies to GPU runs only; ignored\n");
+  }
+
+  Plan plan;
+  const Status s = make_plan(o.plan, &plan);
+  if (!s.ok()) {
+    std::fprintf(stderr, "fusekit_bench: %s\n", s.to_string().c_str());
+    return 2;
+  }
+  for (const std::string& note : plan.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  std::map<std::string, int> skips;
+  for (const Skipped& k : plan.skipped) ++skips[k.reason];
+  for (const auto& kv : skips)
+    std::fprintf(stderr, "note: %d case(s) skipped: %s\n", kv.second, kv.first.c_str());
+  if (plan.cases.empty()) {
+    std::fprintf(stderr, "fusekit_bench: no cases to run\n");
+    return 2;
+  }
+
+  std::vector<Row> rows;
+  const int rc = gpu ? run_gpu(o.run, plan, &env, &rows) : run_cpu(plan, &env, &rows);
+  if (rc != 0) return rc;
+
+  print_table(stdout, env, rows);
+  print_sweeps(stdout, env, rows);
+  if (!o.json_path.empty()) {
+    const Status w = write_json(o.json_path, env, rows, plan);
+    if (!w.ok()) {
+      std::fprintf(stderr, "fusekit_bench: FAILED: %s\n", w.to_string().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "wrote %s\n", o.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace fusekit::bench
+
+int main(int argc, char** argv) { return fusekit::bench::bench_main(argc, argv); }

@@ -1,0 +1,32 @@
+// The norm family's GPU-only hooks: the configuration the launch heuristic picks, and the
+// alternative launches that --sweep times.
+//
+// They call the library's internal GPU entry (src/gpu/norm/norm_gpu.h), which exists only in
+// builds with a GPU backend, so they come in two files chosen by CMake like gpu_timer:
+// norm_sweep_gpu.cc and norm_sweep_none.cc (which reports no configuration and no variants).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ops.h"
+
+namespace fusekit::bench {
+
+// The norm family's slots (ops.cc declares them in this order) and ops (OpSpec::variant).
+enum NormSlot { kNormX, kNormResidual, kNormOut, kNormResidualOut, kNormWeight, kNormBias };
+enum class NormOp {
+  kRms,             // rms_norm(out, x, weight)
+  kAddRms,          // fused_add_rms_norm_inplace(x, residual, weight)
+  kAddRmsOop,       // fused_add_rms_norm(out, residual_out, x, residual, weight)
+  kLayer,           // layer_norm(out, x, weight, bias)
+  kAddLayer,        // fused_add_layer_norm_inplace(x, residual, weight, bias)
+};
+constexpr float kRmsEps = 1e-6f;
+constexpr float kLayerEps = 1e-5f;
+
+Status norm_describe(const OpSpec& op, const OpArgs& args, const GpuFacts& gpu, std::string* text);
+Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& gpu,
+                  std::vector<SweepVariant>* variants);
+
+}  // namespace fusekit::bench

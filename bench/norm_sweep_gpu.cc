@@ -1,0 +1,113 @@
+// The norm family's GPU hooks (see norm_sweep.h), for builds with a GPU backend.
+//
+// The sweep bypasses the public API on purpose: it builds the detail::NormProblem that the public
+// entry would build for the same tensors (contiguous rows, stride N) and launches it through
+// gpu::run_norm_gpu_with with an explicit NormConfig and PDL setting, so each alternative differs
+// from the library's own choice in exactly one launch decision.
+#include <cstddef>
+
+#include "gpu/norm/norm_config.h"
+#include "gpu/norm/norm_gpu.h"
+#include "norm/norm_problem.h"
+#include "norm_sweep.h"
+
+namespace fusekit::bench {
+namespace {
+
+using detail::NormKind;
+using detail::NormProblem;
+using gpu::NormConfig;
+
+bool is_layer(NormOp op) { return op == NormOp::kLayer || op == NormOp::kAddLayer; }
+bool adds(NormOp op) {
+  return op == NormOp::kAddRms || op == NormOp::kAddRmsOop || op == NormOp::kAddLayer;
+}
+
+NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
+  const NormOp op = static_cast<NormOp>(spec.variant);
+  const bool in_place = op == NormOp::kAddRms || op == NormOp::kAddLayer;
+  NormProblem p;
+  p.kind = is_layer(op) ? NormKind::kLayer : NormKind::kRms;
+  p.add_residual = adds(op);
+  p.rows = a.m;
+  p.cols = a.n;
+  p.x_dtype = p.weight_dtype = p.residual_dtype = a.dtype;
+  p.x = a.t[kNormX].data;
+  p.x_stride = a.n;
+  p.out = in_place ? a.t[kNormX].data : a.t[kNormOut].data;
+  p.out_stride = a.n;
+  if (p.add_residual) {
+    p.residual = a.t[kNormResidual].data;
+    p.residual_stride = a.n;
+    p.residual_out = in_place ? a.t[kNormResidual].data : a.t[kNormResidualOut].data;
+    p.residual_out_stride = a.n;
+  }
+  p.weight = a.t[kNormWeight].data;
+  p.bias = is_layer(op) ? a.t[kNormBias].data : nullptr;
+  p.eps = is_layer(op) ? kLayerEps : kRmsEps;
+  p.device = a.t[kNormX].device;
+  return p;
+}
+
+}  // namespace
+
+Status norm_describe(const OpSpec& op, const OpArgs& args, const GpuFacts&, std::string* text) {
+  NormConfig c;
+  int load = 0;
+  const Status s = gpu::describe_norm_config(problem_of(op, args), &c, &load);
+  if (!s.ok()) return s;
+  *text = c.to_string() + " vec=" + std::to_string(load);
+  return Status();
+}
+
+Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
+                  std::vector<SweepVariant>* variants) {
+  const NormProblem p = problem_of(op, args);
+  NormConfig heuristic;
+  int load = 0;
+  const Status s = gpu::describe_norm_config(p, &heuristic, &load);
+  if (!s.ok()) return s;
+  gpu::NormShape shape;
+  const Status shaped = gpu::norm_shape_of(p, &shape);
+  if (!shaped.ok()) return shaped;
+
+  std::vector<NormConfig> configs;
+  auto add = [&](const NormConfig& c) {
+    for (const NormConfig& have : configs)
+      if (have.to_string() == c.to_string()) return;
+    configs.push_back(c);
+  };
+  add(heuristic);
+  NormConfig c;
+  // Registers path with 1, 2 and 4 groups per thread, on as many threads as that takes.
+  const int64_t groups = (shape.cols + shape.group_elems - 1) / shape.group_elems;
+  for (int items : {1, 2, 4}) {
+    int64_t threads = 1;
+    while (threads * items < groups) threads *= 2;
+    if (gpu::make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(threads),
+                              items, &c)) {
+      add(c);
+    }
+  }
+  for (int threads : {256, 512})
+    if (gpu::make_norm_config(shape, NormConfig::Path::kStaged, threads, 0, &c)) add(c);
+
+  variants->clear();
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    for (int pdl = 0; pdl <= (g.supports_pdl ? 1 : 0); ++pdl) {
+      const NormConfig config = configs[i];
+      SweepVariant v;
+      v.label = config.to_string() + " pdl=" + std::to_string(pdl) + (i == 0 ? " *" : "");
+      v.call = [p, config, pdl](Stream stream) {
+        gpu::NormLaunchOverrides o;
+        o.config = &config;
+        o.pdl = pdl;
+        return gpu::run_norm_gpu_with(p, stream, o);
+      };
+      variants->push_back(std::move(v));
+    }
+  }
+  return Status();
+}
+
+}  // namespace fusekit::bench

@@ -1,0 +1,23 @@
+// The two ways of running the cases: on GPU 0 through GpuTimer, or on the CPU with std::chrono.
+//
+// Both fill one Row per case and stop at the first failed call (a benchmark that skips errors
+// reports numbers for work that never ran); bench_main.cc picks the mode and prints the rows.
+#pragma once
+
+#include <vector>
+
+#include "report.h"
+#include "shapes.h"
+
+namespace fusekit::bench {
+
+struct RunOptions {
+  bool sweep = false;  // also time the ops' sweep variants
+  int gpu_runs = 50;   // at least this many cold-L2 runs per case
+};
+
+// Return 0, or 1 after printing what failed. `env` gets the device, copy bandwidth and floor.
+int run_gpu(const RunOptions& options, const Plan& plan, Env* env, std::vector<Row>* rows);
+int run_cpu(const Plan& plan, Env* env, std::vector<Row>* rows);
+
+}  // namespace fusekit::bench

@@ -1,0 +1,59 @@
+// Which cases to run: the shapes file (default bench/shapes.json) and the command-line filters,
+// turned into a flat list of (op, M, N, dtype) cases in the order they are reported.
+//
+// The shapes file is the project's shared definition of "the default shapes" (the anchors were
+// measured on a subset of it), so the benchmark reads it rather than hard-coding shapes. Its
+// schema: top-level members that are objects are sections, one per op family, each with "ops",
+// "M" and "N" lists and optionally "skip_if_bytes_over" and "dtype"; other members ("about") are
+// ignored. Sections or ops the benchmark does not know are skipped with a note, not an error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fusekit/status.h"
+#include "fusekit/tensor.h"
+#include "ops.h"
+
+namespace fusekit::bench {
+
+struct PlanOptions {
+  std::string path;               // the shapes file
+  std::vector<std::string> ops;   // --ops: op names; empty = the ops each section lists
+  std::vector<int64_t> m, n;      // --M / --N: replace the sections' lists when non-empty
+  std::string dtype;              // --dtype; empty = the section's "dtype", else bf16
+  int64_t max_bytes = 0;          // --max-bytes (or the CPU default); 0 = no cap of our own
+};
+
+struct Case {
+  const FamilySpec* family = nullptr;
+  const OpSpec* op = nullptr;
+  int64_t m = 0;
+  int64_t n = 0;
+  DType dtype = DType::kBFloat16;
+  int64_t bytes = 0;  // per call
+};
+
+struct Skipped {
+  std::string op;
+  int64_t m = 0, n = 0, bytes = 0;
+  std::string reason;
+};
+
+struct Plan {
+  std::vector<Case> cases;
+  std::vector<Skipped> skipped;    // cases over a byte cap
+  std::vector<std::string> notes;  // sections and ops that were ignored
+};
+
+Status make_plan(const PlanOptions& options, Plan* plan);
+
+// "bf16", "fp16", "fp32" (also accepts the long names) <-> DType.
+bool parse_dtype(const std::string& name, DType* dtype);
+const char* short_dtype_name(DType dtype);
+
+// The op names the benchmark knows, comma-separated (for messages).
+std::string known_op_names();
+
+}  // namespace fusekit::bench

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds fusekit for the local GPU and runs, in one go, what a GPU change must pass: the test
+# suite, compute-sanitizer memcheck and racecheck over the GPU tests, and the benchmark.
+# Logs and JSON go to $LOG_DIR (default build/gpu-check).
+#
+#   scripts/gpu_check.sh [steps...]
+#     steps: build test memcheck racecheck bench sweep (default: build test memcheck racecheck bench)
+#
+# Environment: CUDA_ARCH (default 90a), BUILD_DIR (default build/gpu), LOG_DIR, BENCH_ARGS,
+# CMAKE_ARGS (extra configure arguments).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(build test memcheck racecheck bench)
+BUILD_DIR=${BUILD_DIR:-build/gpu}
+LOG_DIR=${LOG_DIR:-build/gpu-check}
+CUDA_ARCH=${CUDA_ARCH:-90a}
+mkdir -p "$LOG_DIR"
+status=0
+has() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+run() {  # name command...: runs, logs, records failure
+  local name=$1; shift
+  echo "== $name: $*"
+  local t0=$SECONDS
+  "$@" > "$LOG_DIR/$name.log" 2>&1
+  local rc=$?
+  echo "   rc=$rc in $((SECONDS - t0)) s (log: $LOG_DIR/$name.log)"
+  tail -n 3 "$LOG_DIR/$name.log" | sed 's/^/   | /'
+  [ $rc -ne 0 ] && status=1
+  return $rc
+}
+
+if has build; then
+  run configure cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DFUSEKIT_GPU=CUDA -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DFUSEKIT_RESOURCE_USAGE=ON ${CMAKE_ARGS:-}
+  run build cmake --build "$BUILD_DIR" -j "$(nproc)" || exit 1
+fi
+tests="$BUILD_DIR/tests/cpp/fusekit_tests"
+if has test; then
+  run test "$tests" --gtest_brief=1
+fi
+# Sanitizers: GPU tests only; the >2^31-element case is left out (minutes under instrumentation).
+sanitize_filter=${SANITIZE_FILTER:-'*gpu*:-*HugeTensor*'}
+if has memcheck; then
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full \
+      "$tests" --gtest_brief=1 --gtest_filter="$sanitize_filter"
+fi
+if has racecheck; then
+  run racecheck compute-sanitizer --tool racecheck --error-exitcode 1 \
+      "$tests" --gtest_brief=1 --gtest_filter="$sanitize_filter"
+  run synccheck compute-sanitizer --tool synccheck --error-exitcode 1 \
+      "$tests" --gtest_brief=1 --gtest_filter="$sanitize_filter"
+fi
+if has bench; then
+  run bench "$BUILD_DIR/bench/fusekit_bench" --json "$LOG_DIR/bench.json" ${BENCH_ARGS:-}
+  cat "$LOG_DIR/bench.log"
+fi
+if has sweep; then
+  run sweep "$BUILD_DIR/bench/fusekit_bench" --sweep --json "$LOG_DIR/sweep.json" ${BENCH_ARGS:-}
+  cat "$LOG_DIR/sweep.log"
+fi
+exit $status
