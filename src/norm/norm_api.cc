@@ -2,6 +2,7 @@
 // NormProblem, and hand it to the backend of the tensors' device. Nothing is written unless every
 // check has passed.
 #include <cmath>
+#include <cstring>
 
 #include "core/validate.h"
 #include "fusekit/norm.h"
@@ -130,10 +131,10 @@ Status build_problem(const NormCall& c, NormProblem* p) {
   for (int a = inputs; a < count; ++a) {
     for (int b = 0; b < count; ++b) {
       if (a == b || (b >= inputs && b > a)) continue;  // each output pair once
-      const bool in_place = (std::string(operands[a].name) == "out" &&
-                             std::string(operands[b].name) == "x") ||
-                            (std::string(operands[a].name) == "residual_out" &&
-                             std::string(operands[b].name) == "residual");
+      const bool in_place = (std::strcmp(operands[a].name, "out") == 0 &&
+                             std::strcmp(operands[b].name, "x") == 0) ||
+                            (std::strcmp(operands[a].name, "residual_out") == 0 &&
+                             std::strcmp(operands[b].name, "residual") == 0);
       FUSEKIT_RETURN_IF_ERROR(detail::expect_no_overlap(op, operands[a].name, operands[a].rows,
                                                         operands[b].name, operands[b].rows,
                                                         in_place));
