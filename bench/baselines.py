@@ -3,11 +3,14 @@ were taken with: PyTorch eager, torch.compile of the eager code, and (given thei
 documents' Triton kernels, on the default shapes (bench/shapes.json).
 
     python3 bench/baselines.py --seed-dir DIR [--shapes bench/shapes.json] [--json OUT]
-                               [--ops rms_norm,...] [--M 1,32] [--N 4096]
+                               [--ops rms_norm,...] [--M 1,32] [--N 4096] [--flush read|write]
 
-DIR holds seed_triton.py (the seed kernels; not part of this repository). Timing follows
-triton.testing: do_bench (median, L2 flushed between calls) for "us" and do_bench_cudagraph
-(median, L2 warm) for "graph_us" when M <= 256. Bytes = inputs read once + outputs written once.
+DIR holds seed_triton.py (the seed kernels; not part of this repository). "us" is timed the way
+fusekit_bench times its own calls: before each call the L2 is emptied (--flush read, the default:
+a read of a buffer twice the L2's size, leaving clean lines; --flush write: a memset, as
+triton's do_bench does, which leaves dirty lines the timed call must write back), then one event
+pair around the call; median of the runs. "graph_us" is do_bench_cudagraph (median, L2 warm)
+when M <= 256. Bytes = inputs read once + outputs written once.
 Output rows use the schema of the reference anchors file, so bench/compare.py reads both.
 """
 import argparse
@@ -33,6 +36,37 @@ def load_seed(seed_dir):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class ColdTimer:
+    """Cold-L2 event timing with the same flush fusekit_bench uses (see the module docstring)."""
+
+    def __init__(self, mode, runs=100, warmup=10):
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        self.buf = torch.zeros(max(2 * l2, 256 << 20) // 4, dtype=torch.int32, device="cuda")
+        self.mode, self.runs, self.warmup = mode, runs, warmup
+        self.events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                       for _ in range(runs)]
+
+    def flush(self):
+        if self.mode == "write":
+            self.buf.zero_()
+        else:
+            self.buf.max()  # reads every word; the one-element result is not looked at
+
+    def us(self, fn):
+        for _ in range(self.warmup):
+            fn()
+        for start, end in self.events:
+            self.flush()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        times = sorted(start.elapsed_time(end) for start, end in self.events)
+        mid = len(times) // 2
+        ms = times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
+        return ms * 1e3
 
 
 def rms_eager(x, w, eps=1e-6):
@@ -88,6 +122,7 @@ def main():
     ap.add_argument("--ops", default=None)
     ap.add_argument("--M", default=None)
     ap.add_argument("--N", default=None)
+    ap.add_argument("--flush", choices=["read", "write"], default="read")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -98,7 +133,8 @@ def main():
     limit = shapes.get("skip_if_bytes_over", 1 << 62)
 
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "triton": triton.__version__}
+           "triton": triton.__version__, "flush": args.flush}
+    timer = ColdTimer(args.flush)
     n = 1 << 30
     a = torch.randn(n, device="cuda", dtype=torch.bfloat16)
     b = torch.empty_like(a)
@@ -120,11 +156,16 @@ def main():
                     continue
                 inputs = make(M, N)
                 row = {"op": ANCHOR_NAMES[op], "shape": [M, N], "bytes": nbytes(M, N)}
+                # The roofline at this size: a copy moving the same bytes, timed the same way.
+                half = max(nbytes(M, N) // 4, 1)
+                src = torch.empty(half, dtype=torch.bfloat16, device="cuda")
+                dst = torch.empty_like(src)
+                row["copy_us"] = timer.us(lambda: dst.copy_(src))
+                del src, dst
                 for name, fn in impls.items():
                     try:
                         fn(*inputs)
-                        us = do_bench(lambda: fn(*inputs), warmup=25, rep=100,
-                                      return_mode="median") * 1e3
+                        us = timer.us(lambda: fn(*inputs))
                         g = None
                         if M <= 256:
                             g = do_bench_cudagraph(lambda: fn(*inputs), rep=100,

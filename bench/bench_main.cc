@@ -44,6 +44,8 @@ const char kUsage[] =
     "  --dtype bf16|fp16|fp32   (default: the section's dtype, else bf16)\n"
     "  --max-bytes BYTES  skip cases moving more per call (K/M/G suffixes; CPU default 64M)\n"
     "  --runs N           GPU: at least N cold-L2 runs per case (default 50)\n"
+    "  --flush read|write GPU: empty the L2 before cold runs by reading (default; leaves clean\n"
+    "                     lines) or by a memset (triton do_bench; leaves dirty lines)\n"
     "  --sweep            GPU: also time alternative launch configurations\n"
     "  --cpu              time the CPU backend even when a GPU is present\n"
     "  --json PATH        write all results as JSON\n"
@@ -109,6 +111,9 @@ int parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--max-bytes") {
       ok = next(&v) && parse_size(v, &o->plan.max_bytes);
       o->max_bytes_given = true;
+    } else if (a == "--flush") {
+      ok = next(&v) && (v == "read" || v == "write");
+      o->run.flush = v == "write" ? FlushMode::kWrite : FlushMode::kRead;
     } else if (a == "--runs") {
       ok = next(&v) && (o->run.gpu_runs = std::atoi(v.c_str())) > 0;
     } else if (a == "--json") {

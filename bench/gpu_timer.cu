@@ -53,6 +53,19 @@ constexpr std::size_t kMinFlushBytes = 256u << 20;  // also covers caches not re
 
 __global__ void empty_kernel() {}
 
+// Reads `words` 16-byte words; writes only if their XOR is a value memset-filled data cannot
+// have, so the reads are not optimized away and nothing is written in practice.
+__global__ void read_flush_kernel(const uint4* data, std::size_t words, unsigned* sink) {
+  uint4 acc = make_uint4(0, 0, 0, 0);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
+       i += stride) {
+    const uint4 v = data[i];
+    acc.x ^= v.x, acc.y ^= v.y, acc.z ^= v.z, acc.w ^= v.w;
+  }
+  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x5eed1e55u) *sink = 1;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -116,6 +129,8 @@ struct GpuTimer::Impl {
   std::vector<EventHandle> starts, ends;
   DeviceBuffer flush;
   std::size_t flush_bytes = 0;
+  FlushMode flush_mode = FlushMode::kRead;
+  int flush_blocks = 0;
 
   ~Impl() {
     // Destructors cannot return a Status; report instead of ignoring.
@@ -153,7 +168,16 @@ struct GpuTimer::Impl {
   }
 
   Status flush_l2() {
-    return status_from("L2 flush memset", gpu::memset_async(flush.ptr, 0, flush_bytes, stream));
+    if (flush_mode == FlushMode::kWrite) {
+      return status_from("L2 flush memset", gpu::memset_async(flush.ptr, 0, flush_bytes, stream));
+    }
+    // The last word of the buffer serves as the sink (never written: see read_flush_kernel).
+    const std::size_t words = flush_bytes / sizeof(uint4) - 1;
+    auto* data = static_cast<const uint4*>(flush.ptr);
+    auto* sink = reinterpret_cast<unsigned*>(static_cast<uint4*>(flush.ptr) + words);
+    return status_from("L2 flush read", gpu::launch(read_flush_kernel, dim3(flush_blocks),
+                                                    dim3(512), 0, stream, /*pdl=*/false, data,
+                                                    words, sink));
   }
 };
 
@@ -163,9 +187,14 @@ GpuTimer::~GpuTimer() = default;
 const GpuFacts& GpuTimer::facts() const { return impl_->facts; }
 Stream GpuTimer::stream() const { return static_cast<Stream>(impl_->stream); }
 
-Status GpuTimer::create(int device, std::unique_ptr<GpuTimer>* timer) {
+const char* flush_mode_name(FlushMode mode) {
+  return mode == FlushMode::kRead ? "read" : "write";
+}
+
+Status GpuTimer::create(int device, FlushMode flush, std::unique_ptr<GpuTimer>* timer) {
   auto impl = std::make_unique<Impl>();
   impl->device = device;
+  impl->flush_mode = flush;
   BENCH_GPU_TRY("set_device", gpu::set_device(device));
   gpu::DeviceInfo info;
   BENCH_GPU_TRY("query_device_info", gpu::query_device_info(device, &info));
@@ -187,8 +216,11 @@ Status GpuTimer::create(int device, std::unique_ptr<GpuTimer>* timer) {
   }
   impl->flush_bytes = std::max<std::size_t>(2 * static_cast<std::size_t>(info.l2_bytes),
                                             kMinFlushBytes);
+  impl->flush_blocks = 4 * info.sm_count;
   BENCH_GPU_TRY("malloc (L2 flush buffer)",
                 gpu::malloc_device(&impl->flush.ptr, impl->flush_bytes));
+  // Filled once (memset: the read flush's sink test relies on it), then flushed.
+  BENCH_GPU_TRY("memset", gpu::memset_async(impl->flush.ptr, 0, impl->flush_bytes, impl->stream));
   BENCH_TRY(impl->flush_l2());
   BENCH_GPU_TRY("stream_synchronize", gpu::stream_synchronize(impl->stream));
   timer->reset(new GpuTimer(std::move(impl)));

@@ -32,6 +32,15 @@ struct GpuFacts {
   bool supports_pdl = false;
 };
 
+// How time_cold empties the L2 before each timed call.
+//  kRead: a kernel reads a buffer twice the L2's size. The L2 is left holding clean lines, so the
+//         timed call pays for its own traffic only. The default.
+//  kWrite: a memset of that buffer (what triton's do_bench does). The L2 is left full of dirty
+//         lines, and the timed call also pays for writing them back as its reads evict them:
+//         up to an L2's worth of extra traffic, which dominates calls that move tens of MB.
+enum class FlushMode { kRead, kWrite };
+const char* flush_mode_name(FlushMode mode);
+
 struct ColdTiming {
   double median_us = 0;
   int runs = 0;
@@ -47,7 +56,7 @@ class GpuTimer {
  public:
   // Makes `device` current and sets up a non-default stream, timing events and an L2 flush
   // buffer. In builds without a GPU backend this returns kUnsupported.
-  static Status create(int device, std::unique_ptr<GpuTimer>* timer);
+  static Status create(int device, FlushMode flush, std::unique_ptr<GpuTimer>* timer);
   ~GpuTimer();
   GpuTimer(const GpuTimer&) = delete;
   GpuTimer& operator=(const GpuTimer&) = delete;
@@ -63,8 +72,8 @@ class GpuTimer {
   // A graph of `launches` empty kernels, replayed; median time per launch in microseconds.
   Status graph_floor(int launches, double* us_per_launch);
 
-  // Cold-L2 timing: before every timed call the L2 is flushed by a memset of a buffer at least
-  // twice its size; one event pair around each call. At least 3 warm-up calls first. Runs:
+  // Cold-L2 timing: before every timed call the L2 is flushed (FlushMode) through a buffer at
+  // least twice its size; one event pair around each call. At least 3 warm-up calls first. Runs:
   // `min_runs` (fewer when one call takes over 10 ms, more for very short calls).
   Status time_cold(const StreamCall& call, int min_runs, ColdTiming* timing);
 

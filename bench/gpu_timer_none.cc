@@ -18,7 +18,8 @@ struct GpuTimer::Impl {
 GpuTimer::GpuTimer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuTimer::~GpuTimer() = default;
 
-Status GpuTimer::create(int, std::unique_ptr<GpuTimer>*) { return not_built(); }
+Status GpuTimer::create(int, FlushMode, std::unique_ptr<GpuTimer>*) { return not_built(); }
+const char* flush_mode_name(FlushMode mode) { return mode == FlushMode::kRead ? "read" : "write"; }
 const GpuFacts& GpuTimer::facts() const { return impl_->facts; }
 Stream GpuTimer::stream() const { return nullptr; }
 Status GpuTimer::copy_bandwidth(std::size_t, int, double*) { return not_built(); }

@@ -47,10 +47,10 @@ void print_table(std::FILE* out, const Env& env, const std::vector<Row>& rows) {
     std::fprintf(out,
                  "# fusekit %s | GPU timings on %s (%s) | copy %.1f GB/s | graph floor %.2f us "
                  "| L2 %.1f MiB\n"
-                 "# us: cold L2, median of event-timed calls; graph_us: graph replay (M <= 256), "
-                 "L2 warm; GB/s and %% copy from us\n",
+                 "# us: cold L2 (%s flush), median of event-timed calls; graph_us: graph replay "
+                 "(M <= 256), L2 warm; GB/s and %% copy from us\n",
                  env.version.c_str(), env.device.c_str(), env.backend.c_str(), env.copy_gbps,
-                 env.graph_floor_us, env.l2_bytes / 1048576.0);
+                 env.graph_floor_us, env.l2_bytes / 1048576.0, env.flush.c_str());
   } else {
     std::fprintf(out,
                  "# fusekit %s | CPU timings on %s, %d thread(s) (%s) | memcpy copy %.1f GB/s\n"
@@ -96,6 +96,7 @@ Status write_json(const std::string& path, const Env& env, const std::vector<Row
   w.key("date").value(env.date);
   w.key("commit").value(env.commit);
   w.key("shapes").value(env.shapes_path);
+  if (env.mode == "gpu") w.key("flush").value(env.flush);
   number_or_null(w, "copy_GBps", env.copy_gbps);
   w.key("copy_bytes").value(env.copy_bytes);
   number_or_null(w, "graph_floor_us", env.graph_floor_us);

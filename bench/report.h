@@ -48,6 +48,7 @@ struct Env {
   std::string date;  // UTC, ISO 8601
   std::string commit;
   std::string shapes_path;
+  std::string flush;  // GPU runs: the L2 flush before cold-L2 runs ("read" or "write")
   double copy_gbps = kNoValue;
   int64_t copy_bytes = 0;
   double graph_floor_us = kNoValue;

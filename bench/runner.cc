@@ -148,7 +148,8 @@ Status cpu_copy_bandwidth(double* gbps) {
 
 int run_gpu(const RunOptions& o, const Plan& plan, Env* env, std::vector<Row>* rows) {
   std::unique_ptr<GpuTimer> timer;
-  Status s = GpuTimer::create(0, &timer);
+  Status s = GpuTimer::create(0, o.flush, &timer);
+  env->flush = flush_mode_name(o.flush);
   if (!s.ok()) return fail("setting up GPU timing", s);
   const GpuFacts& g = timer->facts();
   env->device = g.name;

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "gpu_timer.h"
 #include "report.h"
 #include "shapes.h"
 
@@ -14,6 +15,7 @@ namespace fusekit::bench {
 struct RunOptions {
   bool sweep = false;  // also time the ops' sweep variants
   int gpu_runs = 50;   // at least this many cold-L2 runs per case
+  FlushMode flush = FlushMode::kRead;  // how cold-L2 runs empty the L2 (gpu_timer.h)
 };
 
 // Return 0, or 1 after printing what failed. `env` gets the device, copy bandwidth and floor.
