@@ -104,7 +104,7 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
         for (int64_t n : {7, 769, 4096, 5125, 8192}) {
-          const int64_t m = 5;
+          const int64_t m = 7;
           std::mt19937 rng(static_cast<uint32_t>(n));
           RowBuffer x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n);
           RowBuffer w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n);
@@ -129,17 +129,38 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
           gpu::NormShape shape;
           ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
           std::vector<uint64_t> reference;
-          for (int items : {1, 2, 4}) {
+          // Registers path with 1, 2, 4 groups per thread; where the rows allow, the streaming
+          // path with the same and 1 or 3 rows in flight per block, on two blocks (so each
+          // loops over 3 or 4 rows and reuses its stages).
+          std::vector<std::pair<bool, int>> shapes;  // (stream, items)
+          for (int items : {1, 2, 4}) shapes.push_back({false, items});
+          if (shape.full_aligned_groups) {
+            for (int items : {1, 2, 4}) shapes.push_back({true, items});
+          }
+          for (const auto& [stream, items] : shapes) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +
-                         " items=" + std::to_string(items));
+                         " stream=" + std::to_string(stream) + " items=" + std::to_string(items));
             const int64_t groups = (n + shape.group_elems - 1) / shape.group_elems;
-            int threads = 1;
+            int threads = stream ? shape.warp_size : 1;
             while (threads * items < groups) threads *= 2;
             if (threads > gpu::kNormMaxThreads) continue;  // needs more groups per thread
             gpu::NormConfig config;
-            ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, threads,
-                                              items, &config));
+            const int stages = items == 2 ? 1 : 3;
+            const bool made = gpu::make_norm_config(
+                shape,
+                stream ? gpu::NormConfig::Path::kStream : gpu::NormConfig::Path::kRegisters,
+                threads, items, &config, stages);
+            if (stream && !made) {
+              // Only because the stages do not fit in shared memory (fp32, long rows).
+              config.threads_per_row = threads;
+              config.items = items;
+              config.stages = stages;
+              ASSERT_GT(gpu::norm_stream_smem_bytes(shape, config), shape.max_smem_bytes);
+              continue;
+            }
+            ASSERT_TRUE(made);
+            config.max_blocks = 2;
             RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
             p.out = out.data();
             p.out_stride = n;

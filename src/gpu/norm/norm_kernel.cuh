@@ -53,6 +53,7 @@ struct NormKernelArgs {
   int threads_per_row;  // a power of two
   int items;            // registers path: groups per thread (<= kMaxItems)
   int rows_per_block;   // registers path
+  int stages;           // streaming path: rows in flight per block
   int64_t smem_groups;  // staged path: groups of the row kept in shared memory
 };
 
@@ -138,58 +139,28 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col
                                        static_cast<Index>(a.cols), y);
 }
 
-// The registers path. Thread t of a row (T = threads_per_row, a power of two) holds groups
-// t, t + T, ..., t + (items - 1) T, so each warp access is contiguous. Sums first add the
-// elements of each group, then combine groups by their index from the highest bit down: across
-// the thread's groups (tree_sum over `items` slots, zeros past `items`), then across warps, then
-// across lanes (row_sum). That order depends on neither T nor `items`, so the launch shape can
-// follow the batch size (few groups per thread for latency at small M, four for bandwidth at
-// large M) while each row's result stays bitwise the same.
-template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
-    norm_registers_kernel(NormKernelArgs a) {
-  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
-  using TX = typename K::TX;
-  using TW = typename K::TW;
+// The second half of the registers and streaming kernels, shared so that both give the same bits:
+// from a row's x (and residual, in h) packed in registers to the row's outputs. Thread t of the
+// row (of T = tpr threads) holds groups t, t + T, ..., t + (items - 1) T; slots past `items` or
+// past the row hold zeros. Sums first add the elements of each group, then combine groups by
+// their index from the highest bit down: across the thread's groups (tree_sum over kMaxItems
+// slots), then across warps, then across lanes (row_sum). That order depends on neither T nor
+// `items`, so the launch shape can follow the batch size while each row's result stays bitwise
+// the same. Every thread of the block calls this (row_sum has barriers); `active` is false for
+// threads past the last row. `parity` alternates the reduction scratch between consecutive rows
+// of one block (a block that loops over rows must not overwrite a buffer still being read).
+// `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
+// absent.
+template <class K, class Affine>
+FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
+                               int items, Packed<typename K::TX, K::kGroup> (&x)[K::kMaxItems],
+                               Packed<typename K::TR, K::kGroup> (&h)[K::kMaxItems],
+                               const Affine& affine, float* scratch0, float* scratch1,
+                               int parity) {
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
   constexpr int kItems = K::kMaxItems;
-  __shared__ float scratch[2][K::kScratch];
-  const int tpr = a.threads_per_row;
-  const int items = a.items;
-  const int t = static_cast<int>(threadIdx.x) % tpr;
-  const int64_t row =
-      static_cast<int64_t>(blockIdx.x) * a.rows_per_block + static_cast<int>(threadIdx.x) / tpr;
-  const bool active = row < a.rows;
-  const int n = static_cast<int>(a.cols);  // <= 16384 on this path
-
-  wait_for_prior_grids();
-  allow_dependent_grids();
-
-  // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
-  // adding, which is exactly what gets normalized), weight in TW. All loads but the bias's are
-  // issued before the first use.
-  Packed<TX, G> x[kItems];
-  Packed<TR, G> h[kItems];
-  Packed<TW, G> w[kItems];
-  const bool has_weight = a.weight != nullptr;
-  const bool has_bias = K::kLayer && a.bias != nullptr;
-  const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
-  const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int col = (t + i * tpr) * G;
-    if (active && i < items && col < n) {
-      x[i] = load_group<TX, G, K::kLoad>(x_row, col, n);
-      if constexpr (K::kAdd) h[i] = load_group<TR, G, K::kLoad>(r_row, col, n);
-      if (has_weight) w[i] = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.weight), col, n);
-    } else {
-#pragma unroll
-      for (int e = 0; e < G; ++e) x[i].elems[e] = from_float<TX>(0.0f);
-#pragma unroll
-      for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
-    }
-  }
+  const int n = static_cast<int>(a.cols);  // <= 16384 on these paths
   if constexpr (K::kAdd) {
     // h = x + residual, rounded to the residual's dtype and written back out.
     TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
@@ -219,7 +190,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
       to_floats(h[i], v);
       part[i] = tree_sum(v);
     }
-    mean = row_sum<K::kWarp, K::kMaxWarpsPerRow>(tree_sum(part), tpr, scratch[0]) / static_cast<float>(n);
+    mean = row_sum<K::kWarp, K::kMaxWarpsPerRow>(tree_sum(part), tpr, scratch0) /
+           static_cast<float>(n);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int col = (t + i * tpr) * G;
@@ -243,8 +215,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
       part[i] = tree_sum(v);
     }
   }
-  const float rstd =
-      rsqrtf(row_sum<K::kWarp, K::kMaxWarpsPerRow>(tree_sum(part), tpr, scratch[1]) / static_cast<float>(n) + a.eps);
+  const float total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(
+      tree_sum(part), tpr, K::kLayer || parity ? scratch1 : scratch0);
+  const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
 
   if (!active) return;
 #pragma unroll
@@ -253,8 +226,194 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     if (i < items && col < n) {
       float hv[G], wv[G], bv[G];
       to_floats(h[i], hv);
+      affine(i, col, wv, bv);
+      write_output<K>(a, row, col, hv, wv, bv, mean, rstd);
+    }
+  }
+  if (t == 0) {
+    if (a.rstd != nullptr) a.rstd[row] = rstd;
+    if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
+  }
+}
+
+// The weight's groups for thread t, packed; absent weight leaves them unset (finish_row uses 1).
+template <class K>
+FUSEKIT_DEVICE void load_weight(const NormKernelArgs& a, int t, int tpr, int items,
+                                Packed<typename K::TW, K::kGroup> (&w)[K::kMaxItems]) {
+  using TW = typename K::TW;
+  constexpr int G = K::kGroup;
+  const int n = static_cast<int>(a.cols);
+  if (a.weight == nullptr) return;
+#pragma unroll
+  for (int i = 0; i < K::kMaxItems; ++i) {
+    const int col = (t + i * tpr) * G;
+    if (i < items && col < n) w[i] = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.weight), col, n);
+  }
+}
+
+// The registers path: each row is loaded straight into registers by threads_per_row threads
+// (rows_per_block rows per block), then finish_row. For few rows (latency), and for rows whose
+// alignment or length rules out the streaming path.
+template <class K>
+__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
+    norm_registers_kernel(NormKernelArgs a) {
+  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
+  using TX = typename K::TX;
+  using TW = typename K::TW;
+  using TR = typename K::TR;
+  constexpr int G = K::kGroup;
+  constexpr int kItems = K::kMaxItems;
+  __shared__ float scratch[2][K::kScratch];
+  const int tpr = a.threads_per_row;
+  const int items = a.items;
+  const int t = static_cast<int>(threadIdx.x) % tpr;
+  const int64_t row =
+      static_cast<int64_t>(blockIdx.x) * a.rows_per_block + static_cast<int>(threadIdx.x) / tpr;
+  const bool active = row < a.rows;
+  const int n = static_cast<int>(a.cols);
+
+  wait_for_prior_grids();
+  allow_dependent_grids();
+
+  // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
+  // adding, which is exactly what gets normalized), weight in TW. All loads but the bias's are
+  // issued before the first use.
+  Packed<TX, G> x[kItems];
+  Packed<TR, G> h[kItems];
+  Packed<TW, G> w[kItems];
+  const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
+  const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const int col = (t + i * tpr) * G;
+    if (active && i < items && col < n) {
+      x[i] = load_group<TX, G, K::kLoad>(x_row, col, n);
+      if constexpr (K::kAdd) h[i] = load_group<TR, G, K::kLoad>(r_row, col, n);
+    } else {
+#pragma unroll
+      for (int e = 0; e < G; ++e) x[i].elems[e] = from_float<TX>(0.0f);
+#pragma unroll
+      for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
+    }
+  }
+  load_weight<K>(a, t, tpr, items, w);
+  const bool has_weight = a.weight != nullptr;
+  const bool has_bias = K::kLayer && a.bias != nullptr;
+  auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
+    if (has_weight) {
+      to_floats(w[i], wv);
+#pragma unroll
+      for (int e = 0; e < G; ++e) wv[e] += a.weight_offset;
+    } else {
+#pragma unroll
+      for (int e = 0; e < G; ++e) wv[e] = 1.0f;
+    }
+    if (has_bias) {
+      // Loaded only now (from cache: every row reads it) to keep registers for occupancy.
+      load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.bias), col, n, bv);
+    } else {
+#pragma unroll
+      for (int e = 0; e < G; ++e) bv[e] = 0.0f;
+    }
+  };
+  finish_row<K>(a, row, active, t, tpr, items, x, h, affine, scratch[0], scratch[1], 0);
+}
+
+// The streaming path, for batches that fill the GPU: a grid of resident blocks, each of
+// threads_per_row threads, loops over rows blockIdx.x, blockIdx.x + gridDim.x, ... and keeps
+// `stages` rows in flight ahead of the one it normalizes, copied asynchronously into a ring of
+// shared-memory stages. Reads of many rows thus overlap the reductions and writes of others, and
+// a batch of a few thousand rows is in flight at once instead of in waves. Each thread reads back
+// only the words it copied itself, so no barrier guards the ring. Requires full 16-byte groups
+// (N a multiple of the group, every row of x and residual 16-byte aligned: kLoad == kGroup).
+template <class K>
+__global__ void __launch_bounds__(K::kMaxThreads, 2) norm_stream_kernel(NormKernelArgs a) {
+  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
+  if constexpr (K::kLoad == K::kGroup) {
+    using TX = typename K::TX;
+    using TW = typename K::TW;
+    using TR = typename K::TR;
+    constexpr int G = K::kGroup;
+    constexpr int kItems = K::kMaxItems;
+    constexpr int kXWords = static_cast<int>(sizeof(TX)) * G / 16;
+    constexpr int kRWords = K::kAdd ? static_cast<int>(sizeof(TR)) * G / 16 : 0;
+    constexpr int kWords = kXWords + kRWords;  // 16-byte words staged per group
+    // Dynamic shared memory: the ring, [stage][item][word][thread], then two floats per thread
+    // of reduction scratch.
+    extern __shared__ Bytes16 ring[];
+    const int tpr = a.threads_per_row;  // == blockDim.x
+    const int items = a.items;
+    const int stages = a.stages;
+    const int t = static_cast<int>(threadIdx.x);
+    const int n = static_cast<int>(a.cols);
+    const int64_t step = gridDim.x;
+
+    wait_for_prior_grids();
+    allow_dependent_grids();
+
+    auto slot = [&](int stage, int i, int word) {
+      return ring + ((stage * items + i) * kWords + word) * tpr + t;
+    };
+    // Copies row `row` (if any) into `stage`; always commits one group, so that group k of every
+    // thread is row k of its block.
+    auto issue = [&](int64_t row, int stage) {
+      if (row < a.rows) {
+        const auto* x_row = reinterpret_cast<const Bytes16*>(static_cast<const TX*>(a.x) + row * a.x_stride);
+        const auto* r_row = reinterpret_cast<const Bytes16*>(static_cast<const TR*>(a.residual) +
+                                                             row * a.residual_stride);
+#pragma unroll
+        for (int i = 0; i < kItems; ++i) {
+          const int g = t + i * tpr;
+          if (i < items && g * G < n) {
+            copy_async_16(slot(stage, i, 0), x_row + g * kXWords);
+#pragma unroll
+            for (int word = 0; word < kRWords; ++word) {
+              copy_async_16(slot(stage, i, kXWords + word), r_row + g * kRWords + word);
+            }
+          }
+        }
+      }
+      commit_async();
+    };
+
+    // After the ring: the weight and bias, [item][word][thread] each (written and read by the
+    // same thread), then reduction scratch.
+    constexpr int kAffineWords = static_cast<int>(sizeof(TW)) * G / 16;
+    const bool has_weight = a.weight != nullptr;
+    const bool has_bias = K::kLayer && a.bias != nullptr;
+    Bytes16* weight_words = ring + stages * items * kWords * tpr;
+    Bytes16* bias_words = weight_words + (has_weight ? items * kAffineWords * tpr : 0);
+    float* scratch =
+        reinterpret_cast<float*>(bias_words + (has_bias ? items * kAffineWords * tpr : 0));
+    auto affine_slot = [&](Bytes16* base, int i, int word) {
+      return base + (i * kAffineWords + word) * tpr + t;
+    };
+
+    int64_t row = blockIdx.x;
+    for (int s = 0; s < stages; ++s) issue(row + s * step, s);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int g = t + i * tpr;
+      if (i < items && g * G < n) {
+        Packed<TW, G> p;
+        if (has_weight) {
+          p = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.weight), g * G, n);
+#pragma unroll
+          for (int word = 0; word < kAffineWords; ++word) *affine_slot(weight_words, i, word) = p.raw[word];
+        }
+        if (has_bias) {
+          p = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.bias), g * G, n);
+#pragma unroll
+          for (int word = 0; word < kAffineWords; ++word) *affine_slot(bias_words, i, word) = p.raw[word];
+        }
+      }
+    }
+    auto affine = [&](int i, int, float (&wv)[G], float (&bv)[G]) {
+      Packed<TW, G> p;
       if (has_weight) {
-        to_floats(w[i], wv);
+#pragma unroll
+        for (int word = 0; word < kAffineWords; ++word) p.raw[word] = *affine_slot(weight_words, i, word);
+        to_floats(p, wv);
 #pragma unroll
         for (int e = 0; e < G; ++e) wv[e] += a.weight_offset;
       } else {
@@ -262,18 +421,42 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
         for (int e = 0; e < G; ++e) wv[e] = 1.0f;
       }
       if (has_bias) {
-        // Loaded only now (from cache: every row reads it) to keep registers for occupancy.
-        load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.bias), col, n, bv);
+#pragma unroll
+        for (int word = 0; word < kAffineWords; ++word) p.raw[word] = *affine_slot(bias_words, i, word);
+        to_floats(p, bv);
       } else {
 #pragma unroll
         for (int e = 0; e < G; ++e) bv[e] = 0.0f;
       }
-      write_output<K>(a, row, col, hv, wv, bv, mean, rstd);
+    };
+
+    for (int k = 0; row < a.rows; ++k, row += step) {
+      const int stage = k % stages;
+      wait_async_groups(stages - 1);  // this row's group is complete
+      Packed<TX, G> x[kItems];
+      Packed<TR, G> h[kItems];
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int g = t + i * tpr;
+        if (i < items && g * G < n) {
+          x[i].raw[0] = *slot(stage, i, 0);
+          if constexpr (K::kAdd) {
+            using Words = typename Packed<TR, G>::Access;
+            static_assert(sizeof(Words) == 16, "residual groups move as 16-byte words");
+#pragma unroll
+            for (int word = 0; word < kRWords; ++word) h[i].raw[word] = *slot(stage, i, kXWords + word);
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < G; ++e) x[i].elems[e] = from_float<TX>(0.0f);
+#pragma unroll
+          for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
+        }
+      }
+      issue(row + stages * step, stage);  // the stage's words are in registers now
+      finish_row<K>(a, row, true, t, tpr, items, x, h, affine, scratch, scratch + tpr, k & 1);
     }
-  }
-  if (t == 0) {
-    if (a.rstd != nullptr) a.rstd[row] = rstd;
-    if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
+    wait_async<0>();  // no copy may outlive the block
   }
 }
 

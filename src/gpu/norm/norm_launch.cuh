@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/validate.h"
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
 #include "gpu/norm/norm_config.h"
@@ -19,31 +20,74 @@
 
 namespace fusekit::gpu {
 
-template <class K>
-Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceInfo& info,
-                          bool pdl, StreamHandle stream) {
-  const bool registers = cfg.path == NormConfig::Path::kRegisters;
-  auto kernel = registers ? norm_registers_kernel<K> : norm_staged_kernel<K>;
-  const size_t smem =
-      registers ? 0 : static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
-  if (smem > 0) {
-    // Dynamic shared memory beyond the default 48 KB must be allowed per kernel and device;
-    // remember the largest amount allowed so far.
-    constexpr int kMaxDevices = 64;
-    static std::atomic<int> allowed[kMaxDevices];
-    std::atomic<int>& current = allowed[info.index % kMaxDevices];
-    if (static_cast<int>(smem) > current.load()) {
-      const ErrorCode e = set_max_dynamic_smem(kernel, static_cast<int>(smem));
-      if (e != kSuccess) return status_from("norm: raising the shared-memory limit", e);
-      current.store(static_cast<int>(smem));
-    }
+constexpr int kMaxDevicesTracked = 64;  // per-device caches in the launchers
+
+// Raises `kernel`'s dynamic shared-memory limit to at least `smem` bytes on the device (needed
+// above 48 KB on CUDA); remembers the largest amount allowed so far per kernel and device.
+template <class Kernel>
+Status allow_smem(Kernel kernel, size_t smem, const DeviceInfo& info,
+                  std::atomic<int> (&allowed)[kMaxDevicesTracked]) {
+  std::atomic<int>& current = allowed[info.index % kMaxDevicesTracked];
+  if (static_cast<int>(smem) > current.load()) {
+    const ErrorCode e = set_max_dynamic_smem(kernel, static_cast<int>(smem));
+    if (e != kSuccess) return status_from("norm: raising the shared-memory limit", e);
+    current.store(static_cast<int>(smem));
   }
-  const int64_t rows_per_block = registers ? cfg.rows_per_block : 1;
-  const int64_t max_blocks = INT_MAX;
+  return Status();
+}
+
+// The streaming kernel's grid: as many blocks as can be resident at once (it loops over rows),
+// never more than there are rows. The occupancy query is cached per kernel, device and shared
+// memory size (the last one asked) in `cache`: smem << 16 | blocks per SM.
+template <class Kernel>
+Status stream_grid(Kernel kernel, const NormConfig& cfg, size_t smem, const DeviceInfo& info,
+                   int64_t rows, std::atomic<int64_t> (&cache)[kMaxDevicesTracked],
+                   int64_t* grid) {
+  std::atomic<int64_t>& slot = cache[info.index % kMaxDevicesTracked];
+  int64_t packed = slot.load();
+  int per_sm = static_cast<int>(packed & 0xffff);
+  if ((packed >> 16) != static_cast<int64_t>(smem) || per_sm == 0) {
+    const ErrorCode e = occupancy_blocks_per_sm(kernel, cfg.block_threads, smem, &per_sm);
+    if (e != kSuccess) return status_from("norm: occupancy query", e);
+    per_sm = std::max(per_sm, 1);
+    slot.store(static_cast<int64_t>(smem) << 16 | per_sm);
+  }
+  *grid = std::min<int64_t>(rows, static_cast<int64_t>(per_sm) * info.sm_count);
+  return Status();
+}
+
+template <class K>
+Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const NormShape& shape,
+                          const DeviceInfo& info, bool pdl, StreamHandle stream) {
+  using Path = NormConfig::Path;
+  static std::atomic<int> allowed_staged[kMaxDevicesTracked];
+  static std::atomic<int> allowed_stream[kMaxDevicesTracked];
+  static std::atomic<int64_t> stream_occupancy[kMaxDevicesTracked];
+  size_t smem = 0;
+  int64_t grid_limit = INT_MAX;  // blocks per launch
+  auto kernel = norm_registers_kernel<K>;
+  if (cfg.path == Path::kStaged) {
+    kernel = norm_staged_kernel<K>;
+    smem = static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
+    FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_staged));
+  } else if (cfg.path == Path::kStream) {
+    if (K::kLoad != K::kGroup) {
+      return Status::runtime_error("norm: streaming path chosen for rows that are not aligned");
+    }
+    kernel = norm_stream_kernel<K>;
+    smem = static_cast<size_t>(norm_stream_smem_bytes(shape, cfg));
+    FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_stream));
+    FUSEKIT_RETURN_IF_ERROR(stream_grid(kernel, cfg, smem, info, a.rows, stream_occupancy, &grid_limit));
+    if (cfg.max_blocks > 0) grid_limit = std::min(grid_limit, cfg.max_blocks);
+  }
+  const int64_t rows_per_block = cfg.path == Path::kRegisters ? cfg.rows_per_block : 1;
+  // The streaming kernel loops over rows; the others take one (or rows_per_block) per block,
+  // in several launches when the rows exceed what one grid can index.
+  const int64_t rows_per_launch = cfg.path == Path::kStream ? a.rows : grid_limit * rows_per_block;
   const int64_t total_rows = a.rows;
-  for (int64_t first = 0; first < total_rows; first += max_blocks * rows_per_block) {
+  for (int64_t first = 0; first < total_rows; first += rows_per_launch) {
     NormKernelArgs part = a;
-    const int64_t rows = std::min(total_rows - first, max_blocks * rows_per_block);
+    const int64_t rows = std::min(total_rows - first, rows_per_launch);
     part.rows = rows;
     auto shift = [&](auto* p, int64_t stride, int64_t elem) {
       using P = std::remove_pointer_t<decltype(p)>;
@@ -57,7 +101,9 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     part.residual_out = shift(a.residual_out, a.residual_out_stride, sizeof(typename K::TR));
     part.rstd = shift(a.rstd, 1, sizeof(float));
     part.mean = shift(a.mean, 1, sizeof(float));
-    const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
+    const int64_t blocks = cfg.path == Path::kStream ? grid_limit
+                                                     : (rows + rows_per_block - 1) / rows_per_block;
+    const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
     const ErrorCode e = launch(kernel, grid, block, smem, stream, pdl, part);
     if (e != kSuccess) return status_from("norm: kernel launch", e);
@@ -67,7 +113,8 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
 
 template <NormKind kKind>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
-                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
+                   const NormShape& shape, int load_width, const DeviceInfo& info, bool pdl,
+                   StreamHandle stream) {
   return dispatch_float_dtype(p.x_dtype, [&](auto x_tag) -> Status {
     using TX = typename decltype(x_tag)::type;
     return dispatch_x_or_float<TX>(p.weight_dtype, [&](auto w_tag) -> Status {
@@ -83,7 +130,7 @@ Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, con
               return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
                 using K = NormTraits<kKind, AddTag::value, TX, TW, TR, decltype(load_tag)::value,
                                      decltype(warp_tag)::value>;
-                return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
+                return launch_norm_kernel<K>(args, cfg, shape, info, pdl, stream);
               });
             };
             if constexpr (sizeof(TX) == 2) return dispatch_int<8, 4, 2, 1>(load_width, with_load);

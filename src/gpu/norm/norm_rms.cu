@@ -3,7 +3,7 @@
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
-template Status launch_norm<NormKind::kRms>(const detail::NormProblem&, const NormKernelArgs&,
-                                            const NormConfig&, int, const DeviceInfo&, bool,
-                                            StreamHandle);
+template Status launch_norm<NormKind::kRms>(
+    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, const NormShape&, int,
+    const DeviceInfo&, bool, StreamHandle);
 }  // namespace fusekit::gpu
