@@ -328,8 +328,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
 // (N a multiple of the group, every row of x and residual 16-byte aligned: kLoad == kGroup).
 template <class K>
 __global__ void __launch_bounds__(K::kMaxThreads, 2) norm_stream_kernel(NormKernelArgs a) {
+  static_assert(K::kLoad == K::kGroup, "the streaming path moves whole 16-byte groups");
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
-  if constexpr (K::kLoad == K::kGroup) {
+  {
     using TX = typename K::TX;
     using TW = typename K::TW;
     using TR = typename K::TR;

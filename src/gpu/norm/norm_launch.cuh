@@ -71,14 +71,17 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const NormSha
     smem = static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
     FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_staged));
   } else if (cfg.path == Path::kStream) {
-    if (K::kLoad != K::kGroup) {
+    // Instantiated for full 16-byte accesses only (the kernel's requirement).
+    if constexpr (K::kLoad == K::kGroup) {
+      kernel = norm_stream_kernel<K>;
+      smem = static_cast<size_t>(norm_stream_smem_bytes(shape, cfg));
+      FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_stream));
+      FUSEKIT_RETURN_IF_ERROR(
+          stream_grid(kernel, cfg, smem, info, a.rows, stream_occupancy, &grid_limit));
+      if (cfg.max_blocks > 0) grid_limit = std::min(grid_limit, cfg.max_blocks);
+    } else {
       return Status::runtime_error("norm: streaming path chosen for rows that are not aligned");
     }
-    kernel = norm_stream_kernel<K>;
-    smem = static_cast<size_t>(norm_stream_smem_bytes(shape, cfg));
-    FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_stream));
-    FUSEKIT_RETURN_IF_ERROR(stream_grid(kernel, cfg, smem, info, a.rows, stream_occupancy, &grid_limit));
-    if (cfg.max_blocks > 0) grid_limit = std::min(grid_limit, cfg.max_blocks);
   }
   const int64_t rows_per_block = cfg.path == Path::kRegisters ? cfg.rows_per_block : 1;
   // The streaming kernel loops over rows; the others take one (or rows_per_block) per block,
