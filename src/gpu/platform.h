@@ -2,7 +2,8 @@
 //
 // Everything that differs between the two lives here, under one #if: runtime API names, error
 // strings, device properties, launches (with programmatic dependent launch where the hardware has
-// it), warp shuffles, the grid-dependency controls, and the 16-bit float conversion intrinsics.
+// it), occupancy queries, warp shuffles, the grid-dependency controls, asynchronous copies to
+// shared memory, and the 16-bit float conversion intrinsics.
 // Kernels and launchers include this header and never test __CUDACC__ / __HIPCC__ themselves.
 #pragma once
 

@@ -1,13 +1,16 @@
 // RMSNorm / LayerNorm kernels, with or without the fused residual add: device code only.
 //
-// Why two kernels. A normalization needs a whole row before it can write anything, so the row
+// Why several kernels. A normalization needs a whole row before it can write anything, so the row
 // must be held somewhere between its reduction and its output. Up to four 16-byte groups per
 // thread (N <= 16384 bf16 or 8192 fp32 with 512 threads) it stays in registers, packed in its
 // storage type: one read of each input, one write of each
 // output, and nothing but shuffles and one barrier in between, which is what small batches (one
 // token, a decode step) need for latency. Beyond that, norm_staged_kernel keeps as much of the
 // row as fits in shared memory and re-reads the rest (from L2, where it was just read) in the
-// second pass; a whole row of up to ~110K bf16 elements fits on an H100.
+// second pass; a whole row of up to ~110K bf16 elements fits on an H100. A third kernel,
+// norm_stream_kernel, runs the registers path's per-row code (finish_row) in resident blocks that
+// stage upcoming rows in shared memory; the heuristic uses it where it measured faster
+// (NormShape::stream_preferred in norm_config.h).
 //
 // Work split. Work comes in "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements). In the
 // registers path thread t takes groups t, t + T, ... and sums follow one fixed tree over the
