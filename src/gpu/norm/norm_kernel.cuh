@@ -239,6 +239,20 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   }
 }
 
+// The weight's floats for one group, offset added; 1 where there is no weight.
+template <typename TW, int G>
+FUSEKIT_DEVICE void weight_floats(bool present, const Packed<TW, G>& p, float offset,
+                                  float (&wv)[G]) {
+  if (present) {
+    to_floats(p, wv);
+#pragma unroll
+    for (int e = 0; e < G; ++e) wv[e] += offset;
+  } else {
+#pragma unroll
+    for (int e = 0; e < G; ++e) wv[e] = 1.0f;
+  }
+}
+
 // The weight's groups for thread t, packed; absent weight leaves them unset (finish_row uses 1).
 template <class K>
 FUSEKIT_DEVICE void load_weight(const NormKernelArgs& a, int t, int tpr, int items,
@@ -303,14 +317,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   const bool has_weight = a.weight != nullptr;
   const bool has_bias = K::kLayer && a.bias != nullptr;
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
-    if (has_weight) {
-      to_floats(w[i], wv);
-#pragma unroll
-      for (int e = 0; e < G; ++e) wv[e] += a.weight_offset;
-    } else {
-#pragma unroll
-      for (int e = 0; e < G; ++e) wv[e] = 1.0f;
-    }
+    weight_floats(has_weight, w[i], a.weight_offset, wv);
     if (has_bias) {
       // Loaded only now (from cache: every row reads it) to keep registers for occupancy.
       load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.bias), col, n, bv);
@@ -417,13 +424,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, 2) norm_stream_kernel(NormKern
       if (has_weight) {
 #pragma unroll
         for (int word = 0; word < kAffineWords; ++word) p.raw[word] = *affine_slot(weight_words, i, word);
-        to_floats(p, wv);
-#pragma unroll
-        for (int e = 0; e < G; ++e) wv[e] += a.weight_offset;
-      } else {
-#pragma unroll
-        for (int e = 0; e < G; ++e) wv[e] = 1.0f;
       }
+      weight_floats(has_weight, p, a.weight_offset, wv);
       if (has_bias) {
 #pragma unroll
         for (int word = 0; word < kAffineWords; ++word) p.raw[word] = *affine_slot(bias_words, i, word);
