@@ -2,6 +2,7 @@
 #pragma once
 
 #include "fusekit/norm.h"
+#include "fusekit/norm_backward.h"
 #include "fusekit/runtime.h"
 #include "fusekit/status.h"
 #include "fusekit/tensor.h"
