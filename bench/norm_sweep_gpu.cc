@@ -89,17 +89,6 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       add(c);
     }
   }
-  // Streaming path: 1, 2 and 4 groups per thread (at least a warp), 2 and 4 rows in flight.
-  for (int items : {1, 2, 4}) {
-    int64_t threads = shape.warp_size;
-    while (threads * items < groups) threads *= 2;
-    for (int stages : {2, 4}) {
-      if (gpu::make_norm_config(shape, NormConfig::Path::kStream, static_cast<int>(threads),
-                                items, &c, stages)) {
-        add(c);
-      }
-    }
-  }
   for (int threads : {256, 512})
     if (gpu::make_norm_config(shape, NormConfig::Path::kStaged, threads, 0, &c)) add(c);
 

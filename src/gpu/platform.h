@@ -2,8 +2,7 @@
 //
 // Everything that differs between the two lives here, under one #if: runtime API names, error
 // strings, device properties, launches (with programmatic dependent launch where the hardware has
-// it), occupancy queries, warp shuffles, the grid-dependency controls, asynchronous copies to
-// shared memory, and the 16-bit float conversion intrinsics.
+// it), warp shuffles, the grid-dependency controls, and the 16-bit float conversion intrinsics.
 // Kernels and launchers include this header and never test __CUDACC__ / __HIPCC__ themselves.
 #pragma once
 
@@ -152,7 +151,6 @@ struct DeviceInfo {
   int cc_major = 0;  // compute capability (CUDA) or gfx major (HIP)
   int max_threads_per_sm = 2048;
   int max_smem_per_block = 48 * 1024;  // opt-in limit, bytes
-  int max_smem_per_sm = 64 * 1024;     // bytes, all resident blocks together
   int l2_bytes = 0;
   bool supports_pdl = false;  // programmatic dependent launch (CUDA, sm_90+)
 };
@@ -167,14 +165,12 @@ inline ErrorCode read_device_info(int index, DeviceInfo* d) {
   const ErrorCode e = hipGetDeviceProperties(&prop, index);
   if (e != kSuccess) return e;
   d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlock);  // no opt-in above it
-  d->max_smem_per_sm = static_cast<int>(prop.maxSharedMemoryPerMultiProcessor);
   d->supports_pdl = false;
 #else
   cudaDeviceProp prop;
   const ErrorCode e = cudaGetDeviceProperties(&prop, index);
   if (e != kSuccess) return e;
   d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
-  d->max_smem_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
   d->supports_pdl = prop.major >= 9;
 #endif
   d->index = index;
@@ -220,17 +216,6 @@ ErrorCode set_max_dynamic_smem(Kernel kernel, int bytes) {
                              hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 #else
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-#endif
-}
-
-// How many blocks of `threads` threads using `smem` bytes of dynamic shared memory can be resident
-// on one SM (CU) at once.
-template <typename Kernel>
-ErrorCode occupancy_blocks_per_sm(Kernel kernel, int threads, size_t smem, int* blocks) {
-#if FUSEKIT_PLATFORM_HIP
-  return hipOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, smem);
-#else
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, smem);
 #endif
 }
 
@@ -316,44 +301,6 @@ FUSEKIT_DEVICE void allow_dependent_grids() {
 #if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-// Asynchronous copies from global to shared memory, in commit groups (cp.async, sm_80+). A thread
-// may read what it copied once wait_async_groups(k) returns with at most k of its newer groups
-// still pending; other threads' copies need a barrier as well. Both addresses 16-byte aligned.
-// Elsewhere (HIP, older GPUs) the copy is a plain load and store, complete when it returns, so
-// the same code is correct everywhere and merely synchronous there.
-FUSEKIT_DEVICE void copy_async_16(void* smem, const void* gmem) {
-#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
-#else
-  *static_cast<Bytes16*>(smem) = *static_cast<const Bytes16*>(gmem);
-#endif
-}
-FUSEKIT_DEVICE void commit_async() {
-#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int kPending>
-FUSEKIT_DEVICE void wait_async() {
-#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-#endif
-}
-// wait_async with a run-time count (0..7; larger counts wait for everything).
-FUSEKIT_DEVICE void wait_async_groups(int pending) {
-  switch (pending) {
-    case 1: wait_async<1>(); break;
-    case 2: wait_async<2>(); break;
-    case 3: wait_async<3>(); break;
-    case 4: wait_async<4>(); break;
-    case 5: wait_async<5>(); break;
-    case 6: wait_async<6>(); break;
-    case 7: wait_async<7>(); break;
-    default: wait_async<0>(); break;
-  }
 }
 
 // 16-bit floats are carried as raw bits (uint16_t) through kernels; these are the conversions.

@@ -28,7 +28,6 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
           ASSERT_LE(c.block_threads, kNormMaxThreads);
           ASSERT_TRUE(c.block_threads % warp == 0 || c.block_threads < warp);
           ASSERT_TRUE(is_pow2(c.threads_per_row));
-          ASSERT_NE(c.path, NormConfig::Path::kStream);  // rows not known to be aligned
           if (c.path == NormConfig::Path::kRegisters) {
             ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
             ASSERT_LE(c.items, kNormMaxItems);
@@ -48,48 +47,25 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
   }
 }
 
-TEST(NormConfig, BatchesThatFillTheGpuStreamWhenRowsAreAlignedAndItPays) {
-  for (int64_t n : {64, 2048, 4096, 5120, 16384}) {
-    for (int staged_words : {1, 2, 3}) {
-      NormShape s;
-      s.cols = n;
-      s.rows = 65536;
-      s.staged_words = staged_words;
-      s.max_smem_bytes = 219 * 1024;
-      s.max_smem_per_sm = 228 * 1024;
-      s.full_aligned_groups = true;
-      s.stream_preferred = true;
-      const NormConfig c = choose_norm_config(s);
-      SCOPED_TRACE("n=" + std::to_string(n) + " words=" + std::to_string(staged_words) + " " +
-                   c.to_string());
-      NormConfig two_stages;
-      two_stages.threads_per_row = c.threads_per_row;
-      two_stages.items = c.items;
-      two_stages.stages = 2;
-      if (c.path != NormConfig::Path::kStream) {
-        // Only when even two stages would not fit.
-        ASSERT_EQ(c.path, NormConfig::Path::kRegisters);
-        EXPECT_GT(norm_stream_smem_bytes(s, two_stages), s.max_smem_bytes);
-        continue;
-      }
-      const int64_t groups = n / 8;
-      EXPECT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
-      EXPECT_GE(c.threads_per_row, s.warp_size);
-      EXPECT_EQ(c.block_threads, c.threads_per_row);
-      EXPECT_GE(c.stages, 2);
-      EXPECT_LE(c.stages, kNormMaxStages);
-      EXPECT_LE(norm_stream_smem_bytes(s, c), s.max_smem_bytes);
-      // The same rows unaligned, of a kind that does not gain from streaming, or too few of
-      // them to fill the GPU: the registers path.
-      s.full_aligned_groups = false;
-      EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kRegisters);
-      s.full_aligned_groups = true;
-      s.stream_preferred = false;
-      EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kRegisters);
-      s.stream_preferred = true;
-      s.rows = 1;
-      EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kRegisters);
-    }
+TEST(NormConfig, FewRowsForLatencyManyRowsForBandwidth) {
+  struct Case {
+    int64_t cols, rows;
+    int threads_per_row, items;
+  };
+  // bf16 rows (8 elements per group) on 132 SMs.
+  for (const Case& k : {Case{4096, 1, 256, 2}, Case{4096, 32, 256, 2},
+                        Case{4096, 2048, 128, 4}, Case{4096, 65536, 128, 4},
+                        Case{1024, 1, 128, 1}, Case{16384, 1, 512, 4},
+                        Case{8192, 1, 256, 4}, Case{8192, 16384, 256, 4}}) {
+    NormShape s;
+    s.cols = k.cols;
+    s.rows = k.rows;
+    const NormConfig c = choose_norm_config(s);
+    SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
+                 c.to_string());
+    EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
+    EXPECT_EQ(c.threads_per_row, k.threads_per_row);
+    EXPECT_EQ(c.items, k.items);
   }
 }
 
@@ -126,17 +102,6 @@ TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 512, 1, &c));
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 128, 4, &c));
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kStaged, 256, 0, &c));
-  // Streaming: rows must be aligned, whole warps, 1..kNormMaxStages stages, and fit.
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kStream, 128, 4, &c, 2));  // not aligned
-  s.full_aligned_groups = true;
-  EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kStream, 128, 4, &c, 2));
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kStream, 128, 4, &c, 0));
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kStream, 128, 4, &c, kNormMaxStages + 1));
-  s.cols = 64;  // 8 groups
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kStream, 16, 1, &c, 2));  // under a warp
-  s.cols = 16384;
-  s.max_smem_bytes = 48 * 1024;
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kStream, 512, 4, &c, 4));  // does not fit
 }
 
 }  // namespace

@@ -129,38 +129,18 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
           gpu::NormShape shape;
           ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
           std::vector<uint64_t> reference;
-          // Registers path with 1, 2, 4 groups per thread; where the rows allow, the streaming
-          // path with the same and 1 or 3 rows in flight per block, on two blocks (so each
-          // loops over 3 or 4 rows and reuses its stages).
-          std::vector<std::pair<bool, int>> shapes;  // (stream, items)
-          for (int items : {1, 2, 4}) shapes.push_back({false, items});
-          if (shape.full_aligned_groups) {
-            for (int items : {1, 2, 4}) shapes.push_back({true, items});
-          }
-          for (const auto& [stream, items] : shapes) {
+          // Registers path with 1, 2 and 4 groups per thread.
+          for (int items : {1, 2, 4}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +
-                         " stream=" + std::to_string(stream) + " items=" + std::to_string(items));
+                         " items=" + std::to_string(items));
             const int64_t groups = (n + shape.group_elems - 1) / shape.group_elems;
-            int threads = stream ? shape.warp_size : 1;
+            int threads = 1;
             while (threads * items < groups) threads *= 2;
             if (threads > gpu::kNormMaxThreads) continue;  // needs more groups per thread
             gpu::NormConfig config;
-            const int stages = items == 2 ? 1 : 3;
-            const bool made = gpu::make_norm_config(
-                shape,
-                stream ? gpu::NormConfig::Path::kStream : gpu::NormConfig::Path::kRegisters,
-                threads, items, &config, stages);
-            if (stream && !made) {
-              // Only because the stages do not fit in shared memory (fp32, long rows).
-              config.threads_per_row = threads;
-              config.items = items;
-              config.stages = stages;
-              ASSERT_GT(gpu::norm_stream_smem_bytes(shape, config), shape.max_smem_bytes);
-              continue;
-            }
-            ASSERT_TRUE(made);
-            config.max_blocks = 2;
+            ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, threads,
+                                              items, &config));
             RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
             p.out = out.data();
             p.out_stride = n;

@@ -42,6 +42,20 @@ FUSEKIT_DEVICE float warp_sum(float v, int lanes) {
   return v;
 }
 
+// The tree sum of `count` per-warp partials (a power of two, 2 <= count <= kCount) that lie
+// kWarp floats apart from `p`. Only the partials that exist are read; a tree over them gives the
+// same bits as one over kCount slots padded with zeros.
+template <int kWarp, int kCount>
+FUSEKIT_DEVICE float sum_warp_partials(const float* p, int count) {
+  if constexpr (kCount > 2) {
+    if (count < kCount) return sum_warp_partials<kWarp, kCount / 2>(p, count);
+  }
+  float w[kCount];
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) w[i] = p[i * kWarp];
+  return tree_sum(w);
+}
+
 // The sum of `v` over the `threads_per_row` threads of each row (a power of two), as a tree that
 // combines thread indices from the highest bit down: across warps first (through `scratch`, one
 // float per thread of the block), then across the lanes of a warp. Every thread gets the total.
@@ -52,17 +66,10 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch) {
   if (threads_per_row > kWarp) {
     scratch[threadIdx.x] = v;
     __syncthreads();
-    const int warps_per_row = threads_per_row / kWarp;
     const int lane = static_cast<int>(threadIdx.x) % kWarp;
-    const int first_warp = static_cast<int>(threadIdx.x) / threads_per_row * warps_per_row;
-    float w[kMaxWarpsPerRow];
-#pragma unroll
-    for (int i = 0; i < kMaxWarpsPerRow; ++i) {
-      w[i] = i < warps_per_row ? scratch[(first_warp + i) * kWarp + lane] : 0.0f;
-    }
-    // Slots past warps_per_row hold zeros, so the full tree gives the row's tree exactly.
-    fold_high_first<kMaxWarpsPerRow / 2>(w);
-    v = w[0];
+    const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
+    v = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch + row_first_thread + lane,
+                                                  threads_per_row / kWarp);
   }
   return warp_sum<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
 }

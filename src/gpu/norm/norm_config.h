@@ -16,13 +16,11 @@
 namespace fusekit::gpu {
 
 struct NormConfig {
-  enum class Path { kRegisters, kStream, kStaged };
+  enum class Path { kRegisters, kStaged };
   Path path = Path::kRegisters;
   int threads_per_row = 32;  // a power of two
-  int items = 1;             // registers and streaming paths: 16-byte groups per thread
+  int items = 1;             // registers path: 16-byte groups per thread
   int rows_per_block = 1;    // registers path
-  int stages = 0;            // streaming path: rows in flight per block
-  int64_t max_blocks = 0;    // streaming path: grid cap (0: as many blocks as fit at once)
   int block_threads = 32;    // threads_per_row * rows_per_block (staged: threads per row)
   int64_t smem_groups = 0;   // staged path: groups of a row kept in shared memory
 
@@ -38,19 +36,7 @@ struct NormShape {
   int warp_size = 32;
   int max_smem_bytes = 48 * 1024;  // per block, opt-in limit
   int sm_count = 132;
-  int max_smem_per_sm = 228 * 1024;
-  // The streaming path's conditions: every row of x (and residual) 16-byte aligned, N a multiple
-  // of the group; and the 16-byte words it stages per group (x, plus the residual when adding).
-  bool full_aligned_groups = false;
-  // Whether the streaming path measured faster than the registers one for this kind of norm
-  // (bench/NOTES.md): LayerNorm without the add, whose registers kernel is register-bound.
-  bool stream_preferred = false;
-  int staged_words = 1;
-  int affine_words = 1;  // 16-byte words per group of the weight and bias together (0 if none)
 };
-
-// Streaming path: at most this many rows in flight per block (the kernel waits on up to 7).
-constexpr int kNormMaxStages = 4;
 
 // Registers path: up to this many 16-byte groups per thread.
 constexpr int kNormMaxItems = 4;
@@ -60,14 +46,10 @@ constexpr int kNormStagedThreads = 512;
 
 NormConfig choose_norm_config(const NormShape& shape);
 
-// A registers-path config with `threads_per_row` x `items` groups (items a power of two), a
-// streaming one with the same and `stages` rows in flight, or the staged path with
-// `threads_per_row` threads; used by the benchmark's sweep and the tests.
+// A registers-path config with `threads_per_row` x `items` groups (items a power of two), or the
+// staged path with `threads_per_row` threads; used by the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.
 bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads_per_row,
-                      int items, NormConfig* config, int stages = 0);
-
-// Dynamic shared memory a streaming-path launch needs, in bytes.
-int64_t norm_stream_smem_bytes(const NormShape& shape, const NormConfig& config);
+                      int items, NormConfig* config);
 
 }  // namespace fusekit::gpu

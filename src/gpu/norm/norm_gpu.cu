@@ -13,8 +13,7 @@ namespace fusekit::gpu {
 
 template <NormKind kKind>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
-                   const NormShape& shape, int load_width, const DeviceInfo& info, bool pdl,
-                   StreamHandle stream);
+                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream);
 
 namespace {
 
@@ -58,12 +57,6 @@ bool pdl_enabled_by_default() {
 NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   NormShape s;
   const int group = group_elems(p);
-  s.full_aligned_groups = widest_load(p) == group && p.cols % group == 0;
-  s.stream_preferred = p.kind == NormKind::kLayer && !p.add_residual;
-  s.staged_words = 1 + (p.add_residual ? static_cast<int>(dtype_size(p.residual_dtype)) * group / 16 : 0);
-  const int affine_tensors = (p.weight != nullptr ? 1 : 0) + (p.bias != nullptr ? 1 : 0);
-  s.affine_words = affine_tensors * static_cast<int>(dtype_size(p.weight_dtype)) * group / 16;
-  s.max_smem_per_sm = info.max_smem_per_sm;
   s.rows = p.rows;
   s.cols = p.cols;
   s.sm_count = info.sm_count;
@@ -126,17 +119,18 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   a.weight_offset = p.weight_offset;
   a.weight_after_cast = p.weight_after_cast;
   a.threads_per_row = cfg.threads_per_row;
+  a.threads_per_row_log2 = 0;
+  while ((1 << a.threads_per_row_log2) < cfg.threads_per_row) ++a.threads_per_row_log2;
   a.items = cfg.items;
   a.rows_per_block = cfg.rows_per_block;
-  a.stages = cfg.stages;
   a.smem_groups = cfg.smem_groups;
 
   const auto s = static_cast<StreamHandle>(stream);
   const int load = widest_load(p);
   if (p.kind == NormKind::kRms) {
-    return launch_norm<NormKind::kRms>(p, a, cfg, shape, load, info, pdl, s);
+    return launch_norm<NormKind::kRms>(p, a, cfg, load, info, pdl, s);
   }
-  return launch_norm<NormKind::kLayer>(p, a, cfg, shape, load, info, pdl, s);
+  return launch_norm<NormKind::kLayer>(p, a, cfg, load, info, pdl, s);
 }
 
 }  // namespace fusekit::gpu

@@ -7,10 +7,7 @@
 // output, and nothing but shuffles and one barrier in between, which is what small batches (one
 // token, a decode step) need for latency. Beyond that, norm_staged_kernel keeps as much of the
 // row as fits in shared memory and re-reads the rest (from L2, where it was just read) in the
-// second pass; a whole row of up to ~110K bf16 elements fits on an H100. A third kernel,
-// norm_stream_kernel, runs the registers path's per-row code (finish_row) in resident blocks that
-// stage upcoming rows in shared memory; the heuristic uses it where it measured faster
-// (NormShape::stream_preferred in norm_config.h).
+// second pass; a whole row of up to ~110K bf16 elements fits on an H100.
 //
 // Work split. Work comes in "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements). In the
 // registers path thread t takes groups t, t + T, ... and sums follow one fixed tree over the
@@ -54,9 +51,9 @@ struct NormKernelArgs {
   float weight_offset;
   bool weight_after_cast;
   int threads_per_row;  // a power of two
+  int threads_per_row_log2;
   int items;            // registers path: groups per thread (<= kMaxItems)
   int rows_per_block;   // registers path
-  int stages;           // streaming path: rows in flight per block
   int64_t smem_groups;  // staged path: groups of the row kept in shared memory
 };
 
@@ -77,8 +74,10 @@ struct NormTraits {
   static constexpr int kBatch = kAdd ? 2 : 4;
   static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
   static constexpr int kMaxThreads = 512;       // registers path
-  // Registers path: no occupancy floor (forcing 64 registers spills the fused-add variants).
-  static constexpr int kMinBlocksPerSm = 1;
+  // Registers path: two 512-thread blocks per SM (at most 64 registers per thread) where what a
+  // thread holds fits in that without spilling, per ptxas: no fused add, and for RMSNorm (which
+  // holds the weight in registers) a weight in x's dtype. Elsewhere a floor spills.
+  static constexpr int kMinBlocksPerSm = !kAdd && (kLayer || sizeof(TW_) == sizeof(TX_)) ? 2 : 1;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;
@@ -142,28 +141,58 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col
                                        static_cast<Index>(a.cols), y);
 }
 
-// The second half of the registers and streaming kernels, shared so that both give the same bits:
-// from a row's x (and residual, in h) packed in registers to the row's outputs. Thread t of the
+// One 16-byte group of a row in its storage type. kWhole: every group of the row is whole and
+// every row 16-byte aligned (N a multiple of the group, kLoad == kGroup), so a group in the row
+// moves as one vector access with no per-element bounds; otherwise load_group/store_group handle
+// the partial last group and narrower accesses.
+template <class K, bool kWhole, typename T>
+FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n) {
+  if constexpr (kWhole) {
+    Packed<T, K::kGroup> p;
+    p.load(row + col);
+    return p;
+  } else {
+    return load_group<T, K::kGroup, K::kLoad>(row, col, n);
+  }
+}
+
+template <class K, bool kWhole, typename T>
+FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGroup]) {
+  if constexpr (kWhole) {
+    Packed<T, K::kGroup> p;
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) p.elems[e] = from_float<T>(v[e]);
+    p.store(row + col);
+  } else {
+    store_group<T, K::kGroup, K::kLoad>(row, col, n, v);
+  }
+}
+
+// The second half of the registers kernel: from a row's x (and residual, in h) packed in
+// registers to the row's outputs. Thread t of the
 // row (of T = tpr threads) holds groups t, t + T, ..., t + (items - 1) T; slots past `items` or
 // past the row hold zeros. Sums first add the elements of each group, then combine groups by
 // their index from the highest bit down: across the thread's groups (tree_sum over kMaxItems
 // slots), then across warps, then across lanes (row_sum). That order depends on neither T nor
 // `items`, so the launch shape can follow the batch size while each row's result stays bitwise
 // the same. Every thread of the block calls this (row_sum has barriers); `active` is false for
-// threads past the last row. `parity` alternates the reduction scratch between consecutive rows
-// of one block (a block that loops over rows must not overwrite a buffer still being read).
-// `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
+// threads past the last row. LayerNorm's second reduction uses scratch1 while the first may still
+// be read from scratch0. `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
 // absent.
-template <class K, class Affine>
+template <class K, bool kWhole, class Affine>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int items, Packed<typename K::TX, K::kGroup> (&x)[K::kMaxItems],
                                Packed<typename K::TR, K::kGroup> (&h)[K::kMaxItems],
-                               const Affine& affine, float* scratch0, float* scratch1,
-                               int parity) {
+                               const Affine& affine, float* scratch0, float* scratch1) {
+  using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
   constexpr int kItems = K::kMaxItems;
   const int n = static_cast<int>(a.cols);  // <= 16384 on these paths
+  // Whether item i of this thread lies in the row (and element e of it, for partial groups).
+  auto in_row = [&](int i, int col, int e) {
+    return i < items && (kWhole ? col < n : col + e < n);
+  };
   if constexpr (K::kAdd) {
     // h = x + residual, rounded to the residual's dtype and written back out.
     TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
@@ -176,7 +205,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         v[e] = to_float(h[i].elems[e]);
       }
       const int col = (t + i * tpr) * G;
-      if (active && i < items && col < n) store_group<TR, G, K::kLoad>(r_out, col, n, v);
+      if (active && in_row(i, col, 0)) store_item<K, kWhole>(r_out, col, n, v);
     }
   } else {
 #pragma unroll
@@ -193,8 +222,10 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       to_floats(h[i], v);
       part[i] = tree_sum(v);
     }
+    // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
+    // depend on how many zero slots the tree held.
     mean = row_sum<K::kWarp, K::kMaxWarpsPerRow>(tree_sum(part), tpr, scratch0) /
-           static_cast<float>(n);
+               static_cast<float>(n) + 0.0f;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int col = (t + i * tpr) * G;
@@ -202,7 +233,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
 #pragma unroll
       for (int e = 0; e < G; ++e) {
         const float d = to_float(h[i].elems[e]) - mean;
-        v[e] = i < items && col + e < n ? d * d : 0.0f;
+        v[e] = in_row(i, col, e) ? d * d : 0.0f;
       }
       part[i] = tree_sum(v);
     }
@@ -219,18 +250,24 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     }
   }
   const float total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(
-      tree_sum(part), tpr, K::kLayer || parity ? scratch1 : scratch0);
+      tree_sum(part), tpr, K::kLayer ? scratch1 : scratch0);
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
 
   if (!active) return;
+  TX* out_row = static_cast<TX*>(a.out) + row * a.out_stride;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = (t + i * tpr) * G;
-    if (i < items && col < n) {
-      float hv[G], wv[G], bv[G];
-      to_floats(h[i], hv);
+    if (in_row(i, col, 0)) {
+      float wv[G], bv[G], y[G];
       affine(i, col, wv, bv);
-      write_output<K>(a, row, col, hv, wv, bv, mean, rstd);
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        float v = (to_float(h[i].elems[e]) - mean) * rstd;
+        if (a.weight_after_cast) v = round_to<TX>(v);
+        y[e] = v * wv[e] + bv[e];
+      }
+      store_item<K, kWhole>(out_row, col, n, y);
     }
   }
   if (t == 0) {
@@ -253,25 +290,9 @@ FUSEKIT_DEVICE void weight_floats(bool present, const Packed<TW, G>& p, float of
   }
 }
 
-// The weight's groups for thread t, packed; absent weight leaves them unset (finish_row uses 1).
-template <class K>
-FUSEKIT_DEVICE void load_weight(const NormKernelArgs& a, int t, int tpr, int items,
-                                Packed<typename K::TW, K::kGroup> (&w)[K::kMaxItems]) {
-  using TW = typename K::TW;
-  constexpr int G = K::kGroup;
-  const int n = static_cast<int>(a.cols);
-  if (a.weight == nullptr) return;
-#pragma unroll
-  for (int i = 0; i < K::kMaxItems; ++i) {
-    const int col = (t + i * tpr) * G;
-    if (i < items && col < n) w[i] = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.weight), col, n);
-  }
-}
-
 // The registers path: each row is loaded straight into registers by threads_per_row threads
-// (rows_per_block rows per block), then finish_row. For few rows (latency), and for rows whose
-// alignment or length rules out the streaming path.
-template <class K>
+// (rows_per_block rows per block), then finish_row. kWhole: see load_item.
+template <class K, bool kWhole>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
@@ -281,11 +302,11 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   constexpr int G = K::kGroup;
   constexpr int kItems = K::kMaxItems;
   __shared__ float scratch[2][K::kScratch];
-  const int tpr = a.threads_per_row;
+  const int tpr = 1 << a.threads_per_row_log2;
   const int items = a.items;
-  const int t = static_cast<int>(threadIdx.x) % tpr;
-  const int64_t row =
-      static_cast<int64_t>(blockIdx.x) * a.rows_per_block + static_cast<int>(threadIdx.x) / tpr;
+  const int t = static_cast<int>(threadIdx.x) & (tpr - 1);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * a.rows_per_block +
+                      (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
   const bool active = row < a.rows;
   const int n = static_cast<int>(a.cols);
 
@@ -293,177 +314,44 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   allow_dependent_grids();
 
   // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
-  // adding, which is exactly what gets normalized), weight in TW. All loads but the bias's are
-  // issued before the first use.
+  // adding, which is exactly what gets normalized), weight in TW. RMSNorm issues the weight's
+  // loads beside the row's so that their latencies overlap; LayerNorm's come later (affine).
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
   Packed<TW, G> w[kItems];
   const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
   const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
+  const TW* weight = static_cast<const TW*>(a.weight);
+  const bool has_weight = weight != nullptr;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = (t + i * tpr) * G;
-    if (active && i < items && col < n) {
-      x[i] = load_group<TX, G, K::kLoad>(x_row, col, n);
-      if constexpr (K::kAdd) h[i] = load_group<TR, G, K::kLoad>(r_row, col, n);
+    const bool in_row = i < items && col < n;
+    if (active && in_row) {
+      x[i] = load_item<K, kWhole>(x_row, col, n);
+      if constexpr (K::kAdd) h[i] = load_item<K, kWhole>(r_row, col, n);
     } else {
 #pragma unroll
       for (int e = 0; e < G; ++e) x[i].elems[e] = from_float<TX>(0.0f);
 #pragma unroll
       for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
     }
+    if (!K::kLayer && has_weight && in_row) w[i] = load_item<K, kWhole>(weight, col, n);
   }
-  load_weight<K>(a, t, tpr, items, w);
-  const bool has_weight = a.weight != nullptr;
   const bool has_bias = K::kLayer && a.bias != nullptr;
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
+    // LayerNorm loads its weight and bias only now (from cache: every row reads them), keeping
+    // registers for occupancy: its row stays in registers across two reductions.
+    if (K::kLayer && has_weight) w[i] = load_item<K, kWhole>(weight, col, n);
     weight_floats(has_weight, w[i], a.weight_offset, wv);
     if (has_bias) {
-      // Loaded only now (from cache: every row reads it) to keep registers for occupancy.
-      load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.bias), col, n, bv);
+      to_floats(load_item<K, kWhole>(static_cast<const TW*>(a.bias), col, n), bv);
     } else {
 #pragma unroll
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  finish_row<K>(a, row, active, t, tpr, items, x, h, affine, scratch[0], scratch[1], 0);
-}
-
-// The streaming path, for batches that fill the GPU: a grid of resident blocks, each of
-// threads_per_row threads, loops over rows blockIdx.x, blockIdx.x + gridDim.x, ... and keeps
-// `stages` rows in flight ahead of the one it normalizes, copied asynchronously into a ring of
-// shared-memory stages. Reads of many rows thus overlap the reductions and writes of others, and
-// a batch of a few thousand rows is in flight at once instead of in waves. Each thread reads back
-// only the words it copied itself, so no barrier guards the ring. Requires full 16-byte groups
-// (N a multiple of the group, every row of x and residual 16-byte aligned: kLoad == kGroup).
-template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads, 2) norm_stream_kernel(NormKernelArgs a) {
-  static_assert(K::kLoad == K::kGroup, "the streaming path moves whole 16-byte groups");
-  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
-  {
-    using TX = typename K::TX;
-    using TW = typename K::TW;
-    using TR = typename K::TR;
-    constexpr int G = K::kGroup;
-    constexpr int kItems = K::kMaxItems;
-    constexpr int kXWords = static_cast<int>(sizeof(TX)) * G / 16;
-    constexpr int kRWords = K::kAdd ? static_cast<int>(sizeof(TR)) * G / 16 : 0;
-    constexpr int kWords = kXWords + kRWords;  // 16-byte words staged per group
-    // Dynamic shared memory: the ring, [stage][item][word][thread], then two floats per thread
-    // of reduction scratch.
-    extern __shared__ Bytes16 ring[];
-    const int tpr = a.threads_per_row;  // == blockDim.x
-    const int items = a.items;
-    const int stages = a.stages;
-    const int t = static_cast<int>(threadIdx.x);
-    const int n = static_cast<int>(a.cols);
-    const int64_t step = gridDim.x;
-
-    wait_for_prior_grids();
-    allow_dependent_grids();
-
-    auto slot = [&](int stage, int i, int word) {
-      return ring + ((stage * items + i) * kWords + word) * tpr + t;
-    };
-    // Copies row `row` (if any) into `stage`; always commits one group, so that group k of every
-    // thread is row k of its block.
-    auto issue = [&](int64_t row, int stage) {
-      if (row < a.rows) {
-        const auto* x_row = reinterpret_cast<const Bytes16*>(static_cast<const TX*>(a.x) + row * a.x_stride);
-        const auto* r_row = reinterpret_cast<const Bytes16*>(static_cast<const TR*>(a.residual) +
-                                                             row * a.residual_stride);
-#pragma unroll
-        for (int i = 0; i < kItems; ++i) {
-          const int g = t + i * tpr;
-          if (i < items && g * G < n) {
-            copy_async_16(slot(stage, i, 0), x_row + g * kXWords);
-#pragma unroll
-            for (int word = 0; word < kRWords; ++word) {
-              copy_async_16(slot(stage, i, kXWords + word), r_row + g * kRWords + word);
-            }
-          }
-        }
-      }
-      commit_async();
-    };
-
-    // After the ring: the weight and bias, [item][word][thread] each (written and read by the
-    // same thread), then reduction scratch.
-    constexpr int kAffineWords = static_cast<int>(sizeof(TW)) * G / 16;
-    const bool has_weight = a.weight != nullptr;
-    const bool has_bias = K::kLayer && a.bias != nullptr;
-    Bytes16* weight_words = ring + stages * items * kWords * tpr;
-    Bytes16* bias_words = weight_words + (has_weight ? items * kAffineWords * tpr : 0);
-    float* scratch =
-        reinterpret_cast<float*>(bias_words + (has_bias ? items * kAffineWords * tpr : 0));
-    auto affine_slot = [&](Bytes16* base, int i, int word) {
-      return base + (i * kAffineWords + word) * tpr + t;
-    };
-
-    int64_t row = blockIdx.x;
-    for (int s = 0; s < stages; ++s) issue(row + s * step, s);
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int g = t + i * tpr;
-      if (i < items && g * G < n) {
-        Packed<TW, G> p;
-        if (has_weight) {
-          p = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.weight), g * G, n);
-#pragma unroll
-          for (int word = 0; word < kAffineWords; ++word) *affine_slot(weight_words, i, word) = p.raw[word];
-        }
-        if (has_bias) {
-          p = load_group<TW, G, K::kLoad>(static_cast<const TW*>(a.bias), g * G, n);
-#pragma unroll
-          for (int word = 0; word < kAffineWords; ++word) *affine_slot(bias_words, i, word) = p.raw[word];
-        }
-      }
-    }
-    auto affine = [&](int i, int, float (&wv)[G], float (&bv)[G]) {
-      Packed<TW, G> p;
-      if (has_weight) {
-#pragma unroll
-        for (int word = 0; word < kAffineWords; ++word) p.raw[word] = *affine_slot(weight_words, i, word);
-      }
-      weight_floats(has_weight, p, a.weight_offset, wv);
-      if (has_bias) {
-#pragma unroll
-        for (int word = 0; word < kAffineWords; ++word) p.raw[word] = *affine_slot(bias_words, i, word);
-        to_floats(p, bv);
-      } else {
-#pragma unroll
-        for (int e = 0; e < G; ++e) bv[e] = 0.0f;
-      }
-    };
-
-    for (int k = 0; row < a.rows; ++k, row += step) {
-      const int stage = k % stages;
-      wait_async_groups(stages - 1);  // this row's group is complete
-      Packed<TX, G> x[kItems];
-      Packed<TR, G> h[kItems];
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        const int g = t + i * tpr;
-        if (i < items && g * G < n) {
-          x[i].raw[0] = *slot(stage, i, 0);
-          if constexpr (K::kAdd) {
-            using Words = typename Packed<TR, G>::Access;
-            static_assert(sizeof(Words) == 16, "residual groups move as 16-byte words");
-#pragma unroll
-            for (int word = 0; word < kRWords; ++word) h[i].raw[word] = *slot(stage, i, kXWords + word);
-          }
-        } else {
-#pragma unroll
-          for (int e = 0; e < G; ++e) x[i].elems[e] = from_float<TX>(0.0f);
-#pragma unroll
-          for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
-        }
-      }
-      issue(row + stages * step, stage);  // the stage's words are in registers now
-      finish_row<K>(a, row, true, t, tpr, items, x, h, affine, scratch, scratch + tpr, k & 1);
-    }
-    wait_async<0>();  // no copy may outlive the block
-  }
+  finish_row<K, kWhole>(a, row, active, t, tpr, items, x, h, affine, scratch[0], scratch[1]);
 }
 
 // Reads group g of h back in the second pass: from shared memory when staged there, else from

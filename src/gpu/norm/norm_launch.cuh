@@ -36,57 +36,27 @@ Status allow_smem(Kernel kernel, size_t smem, const DeviceInfo& info,
   return Status();
 }
 
-// The streaming kernel's grid: as many blocks as can be resident at once (it loops over rows),
-// never more than there are rows. The occupancy query is cached per kernel, device and shared
-// memory size (the last one asked) in `cache`: smem << 16 | blocks per SM.
-template <class Kernel>
-Status stream_grid(Kernel kernel, const NormConfig& cfg, size_t smem, const DeviceInfo& info,
-                   int64_t rows, std::atomic<int64_t> (&cache)[kMaxDevicesTracked],
-                   int64_t* grid) {
-  std::atomic<int64_t>& slot = cache[info.index % kMaxDevicesTracked];
-  int64_t packed = slot.load();
-  int per_sm = static_cast<int>(packed & 0xffff);
-  if ((packed >> 16) != static_cast<int64_t>(smem) || per_sm == 0) {
-    const ErrorCode e = occupancy_blocks_per_sm(kernel, cfg.block_threads, smem, &per_sm);
-    if (e != kSuccess) return status_from("norm: occupancy query", e);
-    per_sm = std::max(per_sm, 1);
-    slot.store(static_cast<int64_t>(smem) << 16 | per_sm);
-  }
-  *grid = std::min<int64_t>(rows, static_cast<int64_t>(per_sm) * info.sm_count);
-  return Status();
-}
-
 template <class K>
-Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const NormShape& shape,
-                          const DeviceInfo& info, bool pdl, StreamHandle stream) {
+Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceInfo& info,
+                          bool pdl, StreamHandle stream) {
   using Path = NormConfig::Path;
   static std::atomic<int> allowed_staged[kMaxDevicesTracked];
-  static std::atomic<int> allowed_stream[kMaxDevicesTracked];
-  static std::atomic<int64_t> stream_occupancy[kMaxDevicesTracked];
+  constexpr int64_t kMaxBlocksPerLaunch = INT_MAX;
   size_t smem = 0;
-  int64_t grid_limit = INT_MAX;  // blocks per launch
-  auto kernel = norm_registers_kernel<K>;
+  auto kernel = norm_registers_kernel<K, false>;
+  if constexpr (K::kLoad == K::kGroup) {
+    // Whole groups: the bounds-free variant (one vector access per group, no tail code).
+    if (a.cols % K::kGroup == 0) kernel = norm_registers_kernel<K, true>;
+  }
   if (cfg.path == Path::kStaged) {
     kernel = norm_staged_kernel<K>;
     smem = static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
     FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_staged));
-  } else if (cfg.path == Path::kStream) {
-    // Instantiated for full 16-byte accesses only (the kernel's requirement).
-    if constexpr (K::kLoad == K::kGroup) {
-      kernel = norm_stream_kernel<K>;
-      smem = static_cast<size_t>(norm_stream_smem_bytes(shape, cfg));
-      FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_stream));
-      FUSEKIT_RETURN_IF_ERROR(
-          stream_grid(kernel, cfg, smem, info, a.rows, stream_occupancy, &grid_limit));
-      if (cfg.max_blocks > 0) grid_limit = std::min(grid_limit, cfg.max_blocks);
-    } else {
-      return Status::runtime_error("norm: streaming path chosen for rows that are not aligned");
-    }
   }
   const int64_t rows_per_block = cfg.path == Path::kRegisters ? cfg.rows_per_block : 1;
-  // The streaming kernel loops over rows; the others take one (or rows_per_block) per block,
-  // in several launches when the rows exceed what one grid can index.
-  const int64_t rows_per_launch = cfg.path == Path::kStream ? a.rows : grid_limit * rows_per_block;
+  // One row (or rows_per_block) per block, in several launches when the rows exceed what one
+  // grid can index.
+  const int64_t rows_per_launch = kMaxBlocksPerLaunch * rows_per_block;
   const int64_t total_rows = a.rows;
   for (int64_t first = 0; first < total_rows; first += rows_per_launch) {
     NormKernelArgs part = a;
@@ -104,8 +74,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const NormSha
     part.residual_out = shift(a.residual_out, a.residual_out_stride, sizeof(typename K::TR));
     part.rstd = shift(a.rstd, 1, sizeof(float));
     part.mean = shift(a.mean, 1, sizeof(float));
-    const int64_t blocks = cfg.path == Path::kStream ? grid_limit
-                                                     : (rows + rows_per_block - 1) / rows_per_block;
+    const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
     const ErrorCode e = launch(kernel, grid, block, smem, stream, pdl, part);
@@ -116,8 +85,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const NormSha
 
 template <NormKind kKind>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
-                   const NormShape& shape, int load_width, const DeviceInfo& info, bool pdl,
-                   StreamHandle stream) {
+                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
   return dispatch_float_dtype(p.x_dtype, [&](auto x_tag) -> Status {
     using TX = typename decltype(x_tag)::type;
     return dispatch_x_or_float<TX>(p.weight_dtype, [&](auto w_tag) -> Status {
@@ -133,7 +101,7 @@ Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, con
               return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
                 using K = NormTraits<kKind, AddTag::value, TX, TW, TR, decltype(load_tag)::value,
                                      decltype(warp_tag)::value>;
-                return launch_norm_kernel<K>(args, cfg, shape, info, pdl, stream);
+                return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
               });
             };
             if constexpr (sizeof(TX) == 2) return dispatch_int<8, 4, 2, 1>(load_width, with_load);

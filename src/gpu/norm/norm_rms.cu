@@ -4,6 +4,6 @@
 
 namespace fusekit::gpu {
 template Status launch_norm<NormKind::kRms>(
-    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, const NormShape&, int,
+    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int,
     const DeviceInfo&, bool, StreamHandle);
 }  // namespace fusekit::gpu
