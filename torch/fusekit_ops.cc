@@ -1,0 +1,411 @@
+// The PyTorch operators of fusekit (torch.ops.fusekit.*): the only translation unit that includes
+// PyTorch headers.
+//
+// Why PyTorch's stable ABI (torch/csrc/stable, STABLE_TORCH_LIBRARY): the library it builds talks
+// to PyTorch only through a C shim, so one build loads into every PyTorch release from the one it
+// was compiled against onwards (TORCH_TARGET_VERSION pins the API to 2.10), it links no Python, and
+// these headers compile in seconds instead of the full ATen headers' minutes.
+//
+// Each operator turns its tensors into fusekit::TensorViews (pointer, dtype, device, sizes,
+// strides), allocates outputs through PyTorch (new_empty: the caching allocator, so CUDA-graph
+// capture works), and calls the C++ API on the tensors' current stream. Nothing here waits for the
+// GPU. A failed fusekit::Status becomes an exception that PyTorch hands to Python:
+// invalid-argument and unsupported statuses as std::invalid_argument (Python's ValueError), device
+// runtime errors as std::runtime_error (RuntimeError); the message is Status::to_string(), which
+// names the op, the argument, the expected and the actual value.
+//
+// Schemas follow the vLLM convention: mutated arguments are marked (Tensor(a!)), in-place ops end
+// in '_', out variants take their outputs first and return nothing; functional ops return fresh
+// tensors. Per-row statistics (rstd, mean) are float32 tensors of shape [M], M = x.numel() / N.
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "fusekit/fusekit.h"
+
+namespace fusekit::torch_ops {
+namespace {
+
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+using OptTensor = std::optional<Tensor>;
+
+void raise_if_error(const Status& s) {
+  if (s.ok()) return;
+  if (s.code() == StatusCode::kRuntimeError) throw std::runtime_error(s.to_string());
+  throw std::invalid_argument(s.to_string());
+}
+
+DType dtype_of(ScalarType t, const char* op, const char* arg) {
+  switch (t) {
+    case ScalarType::Float: return DType::kFloat32;
+    case ScalarType::Half: return DType::kFloat16;
+    case ScalarType::BFloat16: return DType::kBFloat16;
+    case ScalarType::Double: return DType::kFloat64;
+    case ScalarType::Int: return DType::kInt32;
+    case ScalarType::Long: return DType::kInt64;
+    case ScalarType::Byte: return DType::kUInt8;
+    default:
+      throw std::invalid_argument(std::string("unsupported: ") + op + ": " + arg +
+                                  ": expected dtype float32 or float16 or bfloat16 but got " +
+                                  torch::headeronly::toString(t));
+  }
+}
+
+TensorView view(const Tensor& t, const char* op, const char* arg) {
+  Device device;
+  if (t.is_cpu()) {
+    device = Device::cpu();
+  } else if (t.is_cuda()) {  // ROCm builds of PyTorch report their GPUs as CUDA devices too
+    device = Device::gpu(t.get_device_index());
+  } else {
+    throw std::invalid_argument(std::string("invalid argument: ") + op + ": " + arg +
+                                ": expected a CPU or CUDA tensor but got device type " +
+                                std::to_string(static_cast<int>(t.device().type())));
+  }
+  const int ndim = static_cast<int>(t.dim());
+  return TensorView::from_arrays(t.mutable_data_ptr(), dtype_of(t.scalar_type(), op, arg), device,
+                                 ndim, t.sizes().data(), t.strides().data());
+}
+
+TensorView view(const OptTensor& t, const char* op, const char* arg) {
+  return t.has_value() ? view(*t, op, arg) : TensorView();
+}
+
+// The current stream of x's GPU (nullptr, unused, for CPU tensors).
+Stream stream_of(const Tensor& x) {
+  void* stream = nullptr;
+#if FUSEKIT_TORCH_GPU
+  if (x.is_cuda()) {
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
+  }
+#else
+  (void)x;
+#endif
+  return stream;
+}
+
+// Rows M of x: the product of all but the last size.
+int64_t rows_of(const Tensor& x) {
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
+  return m;
+}
+
+Tensor empty_like_rows(const Tensor& x, ScalarType dtype) {
+  return torch::stable::new_empty(x, x.sizes(), dtype);
+}
+
+Tensor empty_vector(const Tensor& like, int64_t n, ScalarType dtype) {
+  const std::vector<int64_t> shape{n};
+  return torch::stable::new_empty(like, shape, dtype);
+}
+
+Tensor row_stats(const Tensor& x) { return empty_vector(x, rows_of(x), ScalarType::Float); }
+
+NormOptions options(const OptTensor& rstd, const OptTensor& mean, bool weight_after_cast,
+                    const char* op) {
+  NormOptions o;
+  o.rstd = view(rstd, op, "rstd");
+  o.mean = view(mean, op, "mean");
+  o.weight_after_cast = weight_after_cast;
+  return o;
+}
+
+// The residual in the requested residual dtype (a converted copy when it differs).
+Tensor residual_in(const Tensor& residual, std::optional<ScalarType> residual_dtype) {
+  if (!residual_dtype.has_value() || *residual_dtype == residual.scalar_type()) return residual;
+  return torch::stable::to(residual, *residual_dtype);
+}
+
+float to_float(double v) { return static_cast<float>(v); }
+
+// ---- RMSNorm -------------------------------------------------------------------------------
+
+void rms_norm_out(Tensor out, Tensor x, Tensor weight, double eps, double weight_offset,
+                  bool weight_after_cast, OptTensor rstd) {
+  const char* op = "rms_norm";
+  raise_if_error(fusekit::rms_norm(view(out, op, "out"), view(x, op, "x"), view(weight, op, "weight"),
+                          to_float(eps), to_float(weight_offset),
+                          options(rstd, std::nullopt, weight_after_cast, op), stream_of(x)));
+}
+
+Tensor rms_norm(Tensor x, Tensor weight, double eps, double weight_offset,
+                bool weight_after_cast) {
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  rms_norm_out(out, x, weight, eps, weight_offset, weight_after_cast, std::nullopt);
+  return out;
+}
+
+std::tuple<Tensor, Tensor> rms_norm_with_rstd(Tensor x, Tensor weight, double eps,
+                                              double weight_offset, bool weight_after_cast) {
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  Tensor rstd = row_stats(x);
+  rms_norm_out(out, x, weight, eps, weight_offset, weight_after_cast, rstd);
+  return {out, rstd};
+}
+
+void fused_add_rms_norm_out(Tensor out, Tensor residual_out, Tensor x, Tensor residual,
+                            Tensor weight, double eps, double weight_offset,
+                            bool weight_after_cast, OptTensor rstd) {
+  const char* op = "fused_add_rms_norm";
+  raise_if_error(fusekit::fused_add_rms_norm(
+      view(out, op, "out"), view(residual_out, op, "residual_out"), view(x, op, "x"),
+      view(residual, op, "residual"), view(weight, op, "weight"), to_float(eps),
+      to_float(weight_offset), options(rstd, std::nullopt, weight_after_cast, op), stream_of(x)));
+}
+
+std::tuple<Tensor, Tensor, Tensor> fused_add_rms_norm_with_rstd(
+    Tensor x, Tensor residual, Tensor weight, double eps, double weight_offset,
+    std::optional<ScalarType> residual_dtype, bool weight_after_cast) {
+  const Tensor r = residual_in(residual, residual_dtype);
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  Tensor residual_out = empty_like_rows(x, r.scalar_type());
+  Tensor rstd = row_stats(x);
+  fused_add_rms_norm_out(out, residual_out, x, r, weight, eps, weight_offset, weight_after_cast,
+                         rstd);
+  return {out, residual_out, rstd};
+}
+
+std::tuple<Tensor, Tensor> fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight,
+                                              double eps, double weight_offset,
+                                              std::optional<ScalarType> residual_dtype,
+                                              bool weight_after_cast) {
+  const Tensor r = residual_in(residual, residual_dtype);
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  Tensor residual_out = empty_like_rows(x, r.scalar_type());
+  fused_add_rms_norm_out(out, residual_out, x, r, weight, eps, weight_offset, weight_after_cast,
+                         std::nullopt);
+  return {out, residual_out};
+}
+
+void fused_add_rms_norm_inplace(Tensor x, Tensor residual, Tensor weight, double eps,
+                                double weight_offset, bool weight_after_cast) {
+  const char* op = "fused_add_rms_norm_";
+  raise_if_error(fusekit::fused_add_rms_norm_inplace(
+      view(x, op, "x"), view(residual, op, "residual"), view(weight, op, "weight"), to_float(eps),
+      to_float(weight_offset), options(std::nullopt, std::nullopt, weight_after_cast, op),
+      stream_of(x)));
+}
+
+// ---- LayerNorm -----------------------------------------------------------------------------
+
+void layer_norm_out(Tensor out, Tensor x, OptTensor weight, OptTensor bias, double eps,
+                    OptTensor mean, OptTensor rstd) {
+  const char* op = "layer_norm";
+  raise_if_error(fusekit::layer_norm(view(out, op, "out"), view(x, op, "x"), view(weight, op, "weight"),
+                            view(bias, op, "bias"), to_float(eps),
+                            options(rstd, mean, false, op), stream_of(x)));
+}
+
+Tensor layer_norm(Tensor x, OptTensor weight, OptTensor bias, double eps) {
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  layer_norm_out(out, x, weight, bias, eps, std::nullopt, std::nullopt);
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(Tensor x, OptTensor weight,
+                                                         OptTensor bias, double eps) {
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  Tensor mean = row_stats(x);
+  Tensor rstd = row_stats(x);
+  layer_norm_out(out, x, weight, bias, eps, mean, rstd);
+  return {out, mean, rstd};
+}
+
+void fused_add_layer_norm_out(Tensor out, Tensor residual_out, Tensor x, Tensor residual,
+                              OptTensor weight, OptTensor bias, double eps, OptTensor mean,
+                              OptTensor rstd) {
+  const char* op = "fused_add_layer_norm";
+  raise_if_error(fusekit::fused_add_layer_norm(
+      view(out, op, "out"), view(residual_out, op, "residual_out"), view(x, op, "x"),
+      view(residual, op, "residual"), view(weight, op, "weight"), view(bias, op, "bias"),
+      to_float(eps), options(rstd, mean, false, op), stream_of(x)));
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> fused_add_layer_norm_with_stats(
+    Tensor x, Tensor residual, OptTensor weight, OptTensor bias, double eps,
+    std::optional<ScalarType> residual_dtype) {
+  const Tensor r = residual_in(residual, residual_dtype);
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  Tensor residual_out = empty_like_rows(x, r.scalar_type());
+  Tensor mean = row_stats(x);
+  Tensor rstd = row_stats(x);
+  fused_add_layer_norm_out(out, residual_out, x, r, weight, bias, eps, mean, rstd);
+  return {out, residual_out, mean, rstd};
+}
+
+std::tuple<Tensor, Tensor> fused_add_layer_norm(Tensor x, Tensor residual, OptTensor weight,
+                                                OptTensor bias, double eps,
+                                                std::optional<ScalarType> residual_dtype) {
+  const Tensor r = residual_in(residual, residual_dtype);
+  Tensor out = empty_like_rows(x, x.scalar_type());
+  Tensor residual_out = empty_like_rows(x, r.scalar_type());
+  fused_add_layer_norm_out(out, residual_out, x, r, weight, bias, eps, std::nullopt,
+                           std::nullopt);
+  return {out, residual_out};
+}
+
+void fused_add_layer_norm_inplace(Tensor x, Tensor residual, OptTensor weight, OptTensor bias,
+                                  double eps) {
+  const char* op = "fused_add_layer_norm_";
+  raise_if_error(fusekit::fused_add_layer_norm_inplace(
+      view(x, op, "x"), view(residual, op, "residual"), view(weight, op, "weight"),
+      view(bias, op, "bias"), to_float(eps), options(std::nullopt, std::nullopt, false, op),
+      stream_of(x)));
+}
+
+// ---- Backward ------------------------------------------------------------------------------
+// Parameter gradients not asked for (or without a parameter) come back as empty [0] tensors.
+
+Tensor param_grad(const Tensor& x, bool wanted, const OptTensor& param) {
+  if (wanted && param.has_value()) {
+    return empty_vector(*param, param->size(param->dim() - 1), param->scalar_type());
+  }
+  return empty_vector(x, 0, param.has_value() ? param->scalar_type() : x.scalar_type());
+}
+
+// The float32 scratch of the parameter-gradient sums (see fusekit/norm_backward.h).
+Tensor workspace_for(const Tensor& x, bool weight_grad, bool bias_grad) {
+  const int64_t n = x.dim() > 0 ? x.size(x.dim() - 1) : 0;
+  const int64_t size = norm_backward_workspace_size(rows_of(x), n, weight_grad, bias_grad);
+  return empty_vector(x, size, ScalarType::Float);
+}
+
+TensorView grad_view(const Tensor& g, const char* op, const char* arg) {
+  return g.numel() > 0 ? view(g, op, arg) : TensorView();
+}
+
+std::tuple<Tensor, Tensor> rms_norm_backward(Tensor grad_out, Tensor x, Tensor rstd,
+                                             Tensor weight, double weight_offset,
+                                             OptTensor grad_residual_out, bool weight_grad) {
+  const bool add = grad_residual_out.has_value();
+  const char* op = add ? "fused_add_rms_norm_backward" : "rms_norm_backward";
+  Tensor grad_x = empty_like_rows(x, x.scalar_type());
+  Tensor grad_weight = param_grad(x, weight_grad, weight);
+  const Tensor ws = workspace_for(x, grad_weight.numel() > 0, false);
+  const TensorView gw = grad_view(grad_weight, op, "grad_weight");
+  const TensorView wsv = ws.numel() > 0 ? view(ws, op, "workspace") : TensorView();
+  const Stream s = stream_of(x);
+  if (add) {
+    raise_if_error(fusekit::fused_add_rms_norm_backward(
+        view(grad_x, op, "grad_h"), gw, view(grad_out, op, "grad_out"),
+        view(*grad_residual_out, op, "grad_residual_out"), view(x, op, "residual_out"),
+        view(rstd, op, "rstd"), view(weight, op, "weight"), to_float(weight_offset), wsv, s));
+  } else {
+    raise_if_error(fusekit::rms_norm_backward(view(grad_x, op, "grad_x"), gw,
+                                     view(grad_out, op, "grad_out"), view(x, op, "x"),
+                                     view(rstd, op, "rstd"), view(weight, op, "weight"),
+                                     to_float(weight_offset), wsv, s));
+  }
+  return {grad_x, grad_weight};
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(Tensor grad_out, Tensor x, Tensor mean,
+                                                       Tensor rstd, OptTensor weight,
+                                                       OptTensor bias,
+                                                       OptTensor grad_residual_out,
+                                                       bool weight_grad, bool bias_grad) {
+  const bool add = grad_residual_out.has_value();
+  const char* op = add ? "fused_add_layer_norm_backward" : "layer_norm_backward";
+  Tensor grad_x = empty_like_rows(x, x.scalar_type());
+  Tensor grad_weight = param_grad(x, weight_grad, weight);
+  Tensor grad_bias = param_grad(x, bias_grad, bias);
+  const Tensor ws = workspace_for(x, grad_weight.numel() > 0, grad_bias.numel() > 0);
+  const TensorView gw = grad_view(grad_weight, op, "grad_weight");
+  const TensorView gb = grad_view(grad_bias, op, "grad_bias");
+  const TensorView wsv = ws.numel() > 0 ? view(ws, op, "workspace") : TensorView();
+  const Stream s = stream_of(x);
+  if (add) {
+    raise_if_error(fusekit::fused_add_layer_norm_backward(
+        view(grad_x, op, "grad_h"), gw, gb, view(grad_out, op, "grad_out"),
+        view(*grad_residual_out, op, "grad_residual_out"), view(x, op, "residual_out"),
+        view(mean, op, "mean"), view(rstd, op, "rstd"), view(weight, op, "weight"), wsv, s));
+  } else {
+    raise_if_error(fusekit::layer_norm_backward(view(grad_x, op, "grad_x"), gw, gb,
+                                       view(grad_out, op, "grad_out"), view(x, op, "x"),
+                                       view(mean, op, "mean"), view(rstd, op, "rstd"),
+                                       view(weight, op, "weight"), wsv, s));
+  }
+  return {grad_x, grad_weight, grad_bias};
+}
+
+template <typename Library>
+void register_kernels(Library& m) {
+  m.impl("rms_norm", TORCH_BOX(&rms_norm));
+  m.impl("rms_norm_with_rstd", TORCH_BOX(&rms_norm_with_rstd));
+  m.impl("rms_norm_out", TORCH_BOX(&rms_norm_out));
+  m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
+  m.impl("fused_add_rms_norm_with_rstd", TORCH_BOX(&fused_add_rms_norm_with_rstd));
+  m.impl("fused_add_rms_norm_out", TORCH_BOX(&fused_add_rms_norm_out));
+  m.impl("fused_add_rms_norm_", TORCH_BOX(&fused_add_rms_norm_inplace));
+  m.impl("layer_norm", TORCH_BOX(&layer_norm));
+  m.impl("layer_norm_with_stats", TORCH_BOX(&layer_norm_with_stats));
+  m.impl("layer_norm_out", TORCH_BOX(&layer_norm_out));
+  m.impl("fused_add_layer_norm", TORCH_BOX(&fused_add_layer_norm));
+  m.impl("fused_add_layer_norm_with_stats", TORCH_BOX(&fused_add_layer_norm_with_stats));
+  m.impl("fused_add_layer_norm_out", TORCH_BOX(&fused_add_layer_norm_out));
+  m.impl("fused_add_layer_norm_", TORCH_BOX(&fused_add_layer_norm_inplace));
+  m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward));
+  m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward));
+}
+
+}  // namespace
+}  // namespace fusekit::torch_ops
+
+// x: [..., N]; weight, bias: [N]; residual: x's shape; rstd, mean: [M] float32.
+STABLE_TORCH_LIBRARY(fusekit, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps=1e-6, float weight_offset=0.0, "
+        "bool weight_after_cast=False) -> Tensor");
+  m.def("rms_norm_with_rstd(Tensor x, Tensor weight, float eps=1e-6, float weight_offset=0.0, "
+        "bool weight_after_cast=False) -> (Tensor out, Tensor rstd)");
+  m.def("rms_norm_out(Tensor(a!) out, Tensor x, Tensor weight, float eps=1e-6, "
+        "float weight_offset=0.0, bool weight_after_cast=False, Tensor(b!)? rstd=None) -> ()");
+  m.def("fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps=1e-6, "
+        "float weight_offset=0.0, ScalarType? residual_dtype=None, "
+        "bool weight_after_cast=False) -> (Tensor out, Tensor residual_out)");
+  m.def("fused_add_rms_norm_with_rstd(Tensor x, Tensor residual, Tensor weight, "
+        "float eps=1e-6, float weight_offset=0.0, ScalarType? residual_dtype=None, "
+        "bool weight_after_cast=False) -> (Tensor out, Tensor residual_out, Tensor rstd)");
+  m.def("fused_add_rms_norm_out(Tensor(a!) out, Tensor(b!) residual_out, Tensor x, "
+        "Tensor residual, Tensor weight, float eps=1e-6, float weight_offset=0.0, "
+        "bool weight_after_cast=False, Tensor(c!)? rstd=None) -> ()");
+  m.def("fused_add_rms_norm_(Tensor(a!) x, Tensor(b!) residual, Tensor weight, "
+        "float eps=1e-6, float weight_offset=0.0, bool weight_after_cast=False) -> ()");
+  m.def("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps=1e-5) -> Tensor");
+  m.def("layer_norm_with_stats(Tensor x, Tensor? weight, Tensor? bias, float eps=1e-5) -> "
+        "(Tensor out, Tensor mean, Tensor rstd)");
+  m.def("layer_norm_out(Tensor(a!) out, Tensor x, Tensor? weight, Tensor? bias, "
+        "float eps=1e-5, Tensor(b!)? mean=None, Tensor(c!)? rstd=None) -> ()");
+  m.def("fused_add_layer_norm(Tensor x, Tensor residual, Tensor? weight, Tensor? bias, "
+        "float eps=1e-5, ScalarType? residual_dtype=None) -> (Tensor out, Tensor residual_out)");
+  m.def("fused_add_layer_norm_with_stats(Tensor x, Tensor residual, Tensor? weight, "
+        "Tensor? bias, float eps=1e-5, ScalarType? residual_dtype=None) -> "
+        "(Tensor out, Tensor residual_out, Tensor mean, Tensor rstd)");
+  m.def("fused_add_layer_norm_out(Tensor(a!) out, Tensor(b!) residual_out, Tensor x, "
+        "Tensor residual, Tensor? weight, Tensor? bias, float eps=1e-5, Tensor(c!)? mean=None, "
+        "Tensor(d!)? rstd=None) -> ()");
+  m.def("fused_add_layer_norm_(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, "
+        "Tensor? bias, float eps=1e-5) -> ()");
+  // x is h, the rows the forward pass normalized (residual_out after a fused add); with
+  // grad_residual_out the fused-add backward runs and grad_x is the gradient of x and residual.
+  m.def("rms_norm_backward(Tensor grad_out, Tensor x, Tensor rstd, Tensor weight, "
+        "float weight_offset=0.0, Tensor? grad_residual_out=None, bool weight_grad=True) -> "
+        "(Tensor grad_x, Tensor grad_weight)");
+  m.def("layer_norm_backward(Tensor grad_out, Tensor x, Tensor mean, Tensor rstd, "
+        "Tensor? weight, Tensor? bias, Tensor? grad_residual_out=None, bool weight_grad=True, "
+        "bool bias_grad=True) -> (Tensor grad_x, Tensor grad_weight, Tensor grad_bias)");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(fusekit, CPU, m) { fusekit::torch_ops::register_kernels(m); }
+
+#if FUSEKIT_TORCH_GPU
+STABLE_TORCH_LIBRARY_IMPL(fusekit, CUDA, m) { fusekit::torch_ops::register_kernels(m); }
+#endif
