@@ -1,0 +1,241 @@
+"""Python-side registrations for the C++ operators: fake (meta) implementations, so torch.compile
+and torch.export trace them without running them, and autograd formulas over the C++ backward ops.
+
+The fake implementations allocate exactly what the C++ operators do (torch/fusekit_ops.cc):
+outputs contiguous with x's shape, per-row statistics float32 [M], parameter gradients [N] in the
+parameter's dtype or [0] when not asked for. Mutating ops return nothing.
+
+Autograd. The *_with_rstd / *_with_stats ops save their statistics (fusekit.functional uses them
+whenever a gradient is needed); the plain functional ops, when called directly through
+torch.ops, recompute them in backward with one forward pass. Gradients of the fused add reach x
+and residual through grad_h (of residual_out, the normalized rows), cast to each one's dtype. The
+per-row statistics are not differentiable outputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+import torch
+
+_ops = torch.ops.fusekit
+
+
+def _rows(x):
+    return functools.reduce(operator.mul, x.shape[:-1], 1)
+
+
+def _stats(x):
+    return x.new_empty((_rows(x),), dtype=torch.float32)
+
+
+def _like(x, dtype=None):
+    return x.new_empty(x.shape, dtype=dtype or x.dtype)
+
+
+def _param_grad(x, wanted, param):
+    if wanted and param is not None:
+        return param.new_empty((param.shape[-1],))
+    return x.new_empty((0,), dtype=param.dtype if param is not None else x.dtype)
+
+
+def _register_fakes() -> None:
+    fake = torch.library.register_fake
+
+    @fake("fusekit::rms_norm")
+    def _(x, weight, eps=1e-6, weight_offset=0.0, weight_after_cast=False):
+        return _like(x)
+
+    @fake("fusekit::rms_norm_with_rstd")
+    def _(x, weight, eps=1e-6, weight_offset=0.0, weight_after_cast=False):
+        return _like(x), _stats(x)
+
+    @fake("fusekit::rms_norm_out")
+    def _(out, x, weight, eps=1e-6, weight_offset=0.0, weight_after_cast=False, rstd=None):
+        return None
+
+    @fake("fusekit::fused_add_rms_norm")
+    def _(x, residual, weight, eps=1e-6, weight_offset=0.0, residual_dtype=None,
+          weight_after_cast=False):
+        return _like(x), _like(x, residual_dtype or residual.dtype)
+
+    @fake("fusekit::fused_add_rms_norm_with_rstd")
+    def _(x, residual, weight, eps=1e-6, weight_offset=0.0, residual_dtype=None,
+          weight_after_cast=False):
+        return _like(x), _like(x, residual_dtype or residual.dtype), _stats(x)
+
+    @fake("fusekit::fused_add_rms_norm_out")
+    def _(out, residual_out, x, residual, weight, eps=1e-6, weight_offset=0.0,
+          weight_after_cast=False, rstd=None):
+        return None
+
+    @fake("fusekit::fused_add_rms_norm_")
+    def _(x, residual, weight, eps=1e-6, weight_offset=0.0, weight_after_cast=False):
+        return None
+
+    @fake("fusekit::layer_norm")
+    def _(x, weight, bias, eps=1e-5):
+        return _like(x)
+
+    @fake("fusekit::layer_norm_with_stats")
+    def _(x, weight, bias, eps=1e-5):
+        return _like(x), _stats(x), _stats(x)
+
+    @fake("fusekit::layer_norm_out")
+    def _(out, x, weight, bias, eps=1e-5, mean=None, rstd=None):
+        return None
+
+    @fake("fusekit::fused_add_layer_norm")
+    def _(x, residual, weight, bias, eps=1e-5, residual_dtype=None):
+        return _like(x), _like(x, residual_dtype or residual.dtype)
+
+    @fake("fusekit::fused_add_layer_norm_with_stats")
+    def _(x, residual, weight, bias, eps=1e-5, residual_dtype=None):
+        return _like(x), _like(x, residual_dtype or residual.dtype), _stats(x), _stats(x)
+
+    @fake("fusekit::fused_add_layer_norm_out")
+    def _(out, residual_out, x, residual, weight, bias, eps=1e-5, mean=None, rstd=None):
+        return None
+
+    @fake("fusekit::fused_add_layer_norm_")
+    def _(x, residual, weight, bias, eps=1e-5):
+        return None
+
+    @fake("fusekit::rms_norm_backward")
+    def _(grad_out, x, rstd, weight, weight_offset=0.0, grad_residual_out=None,
+          weight_grad=True):
+        return _like(x), _param_grad(x, weight_grad, weight)
+
+    @fake("fusekit::layer_norm_backward")
+    def _(grad_out, x, mean, rstd, weight, bias, grad_residual_out=None, weight_grad=True,
+          bias_grad=True):
+        return _like(x), _param_grad(x, weight_grad, weight), _param_grad(x, bias_grad, bias)
+
+
+# ---- autograd -----------------------------------------------------------------------------------
+
+def _contiguous(grad):
+    # Gradients may arrive expanded (stride 0) or otherwise strided; the kernels take rows.
+    return grad if grad is None or grad.is_contiguous() else grad.contiguous()
+
+
+def _grads(ctx, grad_out, grad_h_extra):
+    """(grad of h, grad of weight[, grad of bias]) of y = norm(h), plus grad_h_extra (the gradient
+    that reached residual_out) added to grad of h. Missing statistics are recomputed."""
+    h, weight, bias, mean, rstd = ctx.saved_tensors
+    if grad_out is None:  # only residual_out was used: the norm contributes nothing
+        zero = (None if not ctx.weight_grad else torch.zeros_like(weight),
+                None if not ctx.bias_grad else torch.zeros_like(bias))
+        return (grad_h_extra,) + (zero if ctx.layer else zero[:1])
+    grad_out, grad_h_extra = _contiguous(grad_out), _contiguous(grad_h_extra)
+    # Recomputed statistics depend on h alone; float32 parameters suit an h of any dtype.
+    w32 = None if weight is None else weight.float()
+    if ctx.layer:
+        if rstd is None:
+            b32 = None if bias is None else bias.float()
+            _, mean, rstd = _ops.layer_norm_with_stats(h, w32, b32, ctx.eps)
+        return _ops.layer_norm_backward(grad_out, h, mean, rstd, weight, bias, grad_h_extra,
+                                        ctx.weight_grad, ctx.bias_grad)
+    if rstd is None:
+        rstd = _ops.rms_norm_with_rstd(h, w32, ctx.eps)[1]
+    return _ops.rms_norm_backward(grad_out, h, rstd, weight, ctx.weight_offset, grad_h_extra,
+                                  ctx.weight_grad)
+
+
+def _save(ctx, *, layer, h, weight, bias=None, mean=None, rstd=None, eps, weight_offset=0.0,
+          weight_after_cast=False, weight_grad, bias_grad=False):
+    ctx.save_for_backward(h, weight, bias, mean, rstd)
+    ctx.layer = layer
+    ctx.eps, ctx.weight_offset, ctx.weight_after_cast = eps, weight_offset, weight_after_cast
+    ctx.weight_grad = weight_grad and weight is not None
+    ctx.bias_grad = bias_grad and bias is not None
+    ctx.set_materialize_grads(False)
+
+
+def _keep(wanted, grad):
+    return grad if wanted else None
+
+
+def _register_rms_autograd() -> None:
+    # rms_norm[_with_rstd](x, weight, eps, weight_offset, weight_after_cast) -> out[, rstd]
+    def setup(ctx, inputs, output):
+        x, weight, eps, offset, after_cast = inputs
+        rstd = None
+        if isinstance(output, (tuple, list)):
+            rstd = output[1]
+            ctx.mark_non_differentiable(rstd)
+        _save(ctx, layer=False, h=x, weight=weight, rstd=rstd, eps=eps, weight_offset=offset,
+              weight_after_cast=after_cast, weight_grad=ctx.needs_input_grad[1])
+
+    def backward(ctx, grad_out, grad_rstd=None):
+        grad_x, grad_w = _grads(ctx, grad_out, None)
+        return grad_x, _keep(ctx.weight_grad, grad_w), None, None, None
+
+    for name in ("fusekit::rms_norm", "fusekit::rms_norm_with_rstd"):
+        torch.library.register_autograd(name, backward, setup_context=setup)
+
+    # fused_add_rms_norm[_with_rstd](x, residual, weight, eps, weight_offset, residual_dtype,
+    #                                weight_after_cast) -> (out, residual_out[, rstd])
+    def setup_fused(ctx, inputs, output):
+        x, residual, weight, eps, offset, _, after_cast = inputs
+        rstd = output[2] if len(output) > 2 else None
+        if rstd is not None:
+            ctx.mark_non_differentiable(rstd)
+        _save(ctx, layer=False, h=output[1], weight=weight, rstd=rstd, eps=eps,
+              weight_offset=offset, weight_after_cast=after_cast,
+              weight_grad=ctx.needs_input_grad[2])
+        ctx.x_dtype, ctx.residual_dtype = x.dtype, residual.dtype
+
+    def backward_fused(ctx, grad_out, grad_residual_out, grad_rstd=None):
+        grad_h, grad_w = _grads(ctx, grad_out, grad_residual_out)
+        return (grad_h.to(ctx.x_dtype), grad_h.to(ctx.residual_dtype),
+                _keep(ctx.weight_grad, grad_w), None, None, None, None)
+
+    for name in ("fusekit::fused_add_rms_norm", "fusekit::fused_add_rms_norm_with_rstd"):
+        torch.library.register_autograd(name, backward_fused, setup_context=setup_fused)
+
+
+def _register_layer_autograd() -> None:
+    # layer_norm[_with_stats](x, weight, bias, eps) -> out[, mean, rstd]
+    def setup(ctx, inputs, output):
+        x, weight, bias, eps = inputs
+        mean = rstd = None
+        if isinstance(output, (tuple, list)):
+            _, mean, rstd = output
+            ctx.mark_non_differentiable(mean, rstd)
+        _save(ctx, layer=True, h=x, weight=weight, bias=bias, mean=mean, rstd=rstd, eps=eps,
+              weight_grad=ctx.needs_input_grad[1], bias_grad=ctx.needs_input_grad[2])
+
+    def backward(ctx, grad_out, grad_mean=None, grad_rstd=None):
+        grad_x, grad_w, grad_b = _grads(ctx, grad_out, None)
+        return grad_x, _keep(ctx.weight_grad, grad_w), _keep(ctx.bias_grad, grad_b), None
+
+    for name in ("fusekit::layer_norm", "fusekit::layer_norm_with_stats"):
+        torch.library.register_autograd(name, backward, setup_context=setup)
+
+    # fused_add_layer_norm[_with_stats](x, residual, weight, bias, eps, residual_dtype)
+    #     -> (out, residual_out[, mean, rstd])
+    def setup_fused(ctx, inputs, output):
+        x, residual, weight, bias, eps, _ = inputs
+        mean = rstd = None
+        if len(output) > 2:
+            mean, rstd = output[2], output[3]
+            ctx.mark_non_differentiable(mean, rstd)
+        _save(ctx, layer=True, h=output[1], weight=weight, bias=bias, mean=mean, rstd=rstd,
+              eps=eps, weight_grad=ctx.needs_input_grad[2], bias_grad=ctx.needs_input_grad[3])
+        ctx.x_dtype, ctx.residual_dtype = x.dtype, residual.dtype
+
+    def backward_fused(ctx, grad_out, grad_residual_out, grad_mean=None, grad_rstd=None):
+        grad_h, grad_w, grad_b = _grads(ctx, grad_out, grad_residual_out)
+        return (grad_h.to(ctx.x_dtype), grad_h.to(ctx.residual_dtype),
+                _keep(ctx.weight_grad, grad_w), _keep(ctx.bias_grad, grad_b), None, None)
+
+    for name in ("fusekit::fused_add_layer_norm", "fusekit::fused_add_layer_norm_with_stats"):
+        torch.library.register_autograd(name, backward_fused, setup_context=setup_fused)
+
+
+def register() -> None:
+    _register_fakes()
+    _register_rms_autograd()
+    _register_layer_autograd()

@@ -1,0 +1,315 @@
+"""fusekit's ops as functions on torch tensors: RMSNorm and LayerNorm over the last dimension,
+alone or fused with the residual add before them.
+
+Each function checks its arguments (TypeError for a non-tensor, ValueError naming the argument,
+the expected and the actual value), then calls the compiled operator (torch.ops.fusekit.*) when
+the tensors' device and dtypes have kernels, or else fusekit's eager implementation, warning once
+why (see fusekit.build_info()). Inputs may be strided views; those whose rows the kernels cannot
+address directly are copied first. `out=` and the in-place forms write into the given tensors.
+Gradients flow through every function except the in-place ones' outputs (which are written with
+copy_ when an input requires grad, as PyTorch's own in-place ops are).
+
+Numerics: statistics and products in float32, one rounding to x's dtype at the end; the fused
+add is computed in float32 and rounded to the residual's dtype, and that rounded sum is what gets
+normalized (as in a model that adds in its residual dtype).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from . import _eager, _loader
+
+__all__ = [
+    "rms_norm",
+    "fused_add_rms_norm",
+    "fused_add_rms_norm_",
+    "layer_norm",
+    "fused_add_layer_norm",
+    "fused_add_layer_norm_",
+]
+
+_NO_OUT_GRAD = (
+    "{}: out= arguments don't support automatic differentiation, but one of the arguments "
+    "requires grad"
+)
+
+
+# ---- argument checks ---------------------------------------------------------------------------
+
+def _require_tensor(op: str, name: str, t, optional: bool = False) -> None:
+    if t is None and optional:
+        return
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: {name}: expected a torch.Tensor but got {type(t).__name__}")
+
+
+def _check_args(op: str, x, params: dict, residual=None, eps=1e-6, weight_offset=0.0) -> None:
+    _require_tensor(op, "x", x)
+    if x.dim() < 1:
+        raise ValueError(f"{op}: x: expected rank 1 or more but got rank 0")
+    n = x.shape[-1]
+    for name, (p, optional) in params.items():
+        _require_tensor(op, name, p, optional)
+        if p is not None and tuple(p.shape) != (n,):
+            raise ValueError(f"{op}: {name}: expected shape [{n}] but got {list(p.shape)}")
+    if residual is not None:
+        _require_tensor(op, "residual", residual)
+        if residual.shape != x.shape:
+            raise ValueError(f"{op}: residual: expected shape {list(x.shape)} (x's shape) but got "
+                             f"{list(residual.shape)}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
+            math.isfinite(eps) and eps > 0):
+        raise ValueError(f"{op}: eps: expected a finite value > 0 but got {eps!r}")
+    if isinstance(weight_offset, bool) or not isinstance(weight_offset, (int, float)) or not (
+            math.isfinite(weight_offset)):
+        raise ValueError(f"{op}: weight_offset: expected a finite value but got {weight_offset!r}")
+
+
+def _check_out(op: str, name: str, t, shape, dtype: torch.dtype, device) -> None:
+    if t is None:
+        return
+    _require_tensor(op, name, t)
+    if t.shape != shape:
+        raise ValueError(f"{op}: {name}: expected shape {list(shape)} but got {list(t.shape)}")
+    if t.dtype != dtype:
+        raise ValueError(f"{op}: {name}: expected dtype {dtype} but got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{op}: {name}: expected device {device} but got {t.device}")
+
+
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in tensors)
+
+
+# ---- layouts -------------------------------------------------------------------------------------
+
+def _is_rows(t: Tensor) -> bool:
+    """Whether the kernels can address t directly: rows of a contiguous last dimension whose
+    leading dimensions flatten into one row stride >= N (fusekit::TensorView's rule)."""
+    if t.dim() == 0:
+        return False
+    n = t.shape[-1]
+    if n > 1 and t.stride(-1) != 1:
+        return False
+    rows, row_stride = 1, None
+    for d in range(t.dim() - 2, -1, -1):
+        size = t.shape[d]
+        if size == 1:
+            continue
+        if row_stride is None:
+            row_stride = t.stride(d)
+        elif t.stride(d) != rows * row_stride:
+            return False
+        rows *= size
+    return row_stride is None or rows <= 1 or row_stride >= n
+
+
+def _rows(t: Tensor | None) -> Tensor | None:
+    if t is None or t.is_contiguous() or _is_rows(t):
+        return t
+    return t.contiguous()
+
+
+def _param(t: Tensor | None) -> Tensor | None:
+    return t if t is None or t.is_contiguous() else t.contiguous()
+
+
+# ---- RMSNorm -------------------------------------------------------------------------------------
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float = 0.0, *,
+             weight_after_cast: bool = False, out: Tensor | None = None) -> Tensor:
+    """RMSNorm over the last dimension of x.
+
+    y = x / sqrt(mean(x**2, dim=-1) + eps) * (weight + weight_offset)
+
+    weight_offset=1 gives Gemma's (1 + weight). With weight_after_cast, the normalized value is
+    rounded to x's dtype before the multiplication (Hugging Face Llama's order); by default the
+    product is formed in float32 and rounded once. x: [..., N] float32, float16 or bfloat16;
+    weight: [N], x's dtype or float32. Returns y (x's dtype and shape), or `out` filled with it.
+    """
+    op = "rms_norm"
+    _check_args(op, x, {"weight": (weight, False)}, eps=eps, weight_offset=weight_offset)
+    _check_out(op, "out", out, x.shape, x.dtype, x.device)
+    grad = _needs_grad(x, weight)
+    if out is not None and grad:
+        raise RuntimeError(_NO_OUT_GRAD.format(op))
+    if _loader.use_kernels(op, x, (weight,)):
+        xr, w = _rows(x), _param(weight)
+        if out is not None and _is_rows(out):
+            torch.ops.fusekit.rms_norm_out(out, xr, w, eps, weight_offset, weight_after_cast)
+            return out
+        if grad:
+            y = torch.ops.fusekit.rms_norm_with_rstd(xr, w, eps, weight_offset,
+                                                     weight_after_cast)[0]
+        else:
+            y = torch.ops.fusekit.rms_norm(xr, w, eps, weight_offset, weight_after_cast)
+    else:
+        y = _eager.rms_norm(x, weight, eps, weight_offset, weight_after_cast)
+    return y if out is None else out.copy_(y)
+
+
+def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6,
+                       weight_offset: float = 0.0, *, residual_dtype: torch.dtype | None = None,
+                       weight_after_cast: bool = False, out: Tensor | None = None,
+                       residual_out: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The residual add before a transformer block's RMSNorm, fused with it.
+
+    residual_out = round_to(residual_dtype, x + residual)   (summed in float32)
+    y = rms_norm(residual_out, weight, eps, weight_offset)   (see rms_norm; y has x's dtype)
+
+    residual_dtype defaults to residual's dtype; float32 keeps an fp32 residual stream beside
+    bf16 or fp16 activations. Returns (y, residual_out), or the given `out` / `residual_out`
+    filled with them.
+    """
+    op = "fused_add_rms_norm"
+    _check_args(op, x, {"weight": (weight, False)}, residual, eps, weight_offset)
+    r_dtype = residual_dtype or residual.dtype
+    _check_out(op, "out", out, x.shape, x.dtype, x.device)
+    _check_out(op, "residual_out", residual_out, x.shape, r_dtype, x.device)
+    grad = _needs_grad(x, residual, weight)
+    if (out is not None or residual_out is not None) and grad:
+        raise RuntimeError(_NO_OUT_GRAD.format(op))
+    if _loader.use_kernels(op, x, (weight,), r_dtype):
+        xr, rr, w = _rows(x), _rows(residual), _param(weight)
+        if (out is not None and residual_out is not None and _is_rows(out)
+                and _is_rows(residual_out)):
+            torch.ops.fusekit.fused_add_rms_norm_out(out, residual_out, xr, rr.to(r_dtype), w, eps,
+                                                     weight_offset, weight_after_cast)
+            return out, residual_out
+        if grad:
+            y, h, _ = torch.ops.fusekit.fused_add_rms_norm_with_rstd(
+                xr, rr, w, eps, weight_offset, r_dtype, weight_after_cast)
+        else:
+            y, h = torch.ops.fusekit.fused_add_rms_norm(xr, rr, w, eps, weight_offset, r_dtype,
+                                                        weight_after_cast)
+    else:
+        h = _eager.add(x, residual.to(r_dtype))
+        y = _eager.rms_norm(h, weight, eps, weight_offset, weight_after_cast, out_dtype=x.dtype)
+    return (y if out is None else out.copy_(y),
+            h if residual_out is None else residual_out.copy_(h))
+
+
+def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6,
+                        weight_offset: float = 0.0, *,
+                        weight_after_cast: bool = False) -> tuple[Tensor, Tensor]:
+    """In-place fused_add_rms_norm (the vLLM / FlashInfer convention).
+
+    residual <- x + residual   (in residual's dtype)
+    x        <- rms_norm(residual, weight, eps, weight_offset)
+
+    Returns (x, residual).
+    """
+    op = "fused_add_rms_norm"
+    _check_args(op + "_", x, {"weight": (weight, False)}, residual, eps, weight_offset)
+    if not _needs_grad(x, residual, weight) and _loader.use_kernels(op, x, (weight,),
+                                                                    residual.dtype):
+        if _is_rows(x) and _is_rows(residual):
+            torch.ops.fusekit.fused_add_rms_norm_(x, residual, _param(weight), eps, weight_offset,
+                                                  weight_after_cast)
+            return x, residual
+    # Through the functional op (rows it cannot address are copied), then into place.
+    y, h = fused_add_rms_norm(x, residual, weight, eps, weight_offset,
+                              weight_after_cast=weight_after_cast)
+    residual.copy_(h)
+    x.copy_(y)
+    return x, residual
+
+
+# ---- LayerNorm ----------------------------------------------------------------------------------
+
+def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5, *, out: Tensor | None = None) -> Tensor:
+    """LayerNorm over the last dimension of x.
+
+    y = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias   (biased variance, over dim=-1)
+
+    weight and bias are each optional (1 and 0). x: [..., N] float32, float16 or bfloat16;
+    weight and bias: [N], x's dtype or float32 (the same for both). Returns y (x's dtype and
+    shape), or `out` filled with it.
+    """
+    op = "layer_norm"
+    _check_args(op, x, {"weight": (weight, True), "bias": (bias, True)}, eps=eps)
+    _check_out(op, "out", out, x.shape, x.dtype, x.device)
+    grad = _needs_grad(x, weight, bias)
+    if out is not None and grad:
+        raise RuntimeError(_NO_OUT_GRAD.format(op))
+    if _loader.use_kernels(op, x, (weight, bias)):
+        xr, w, b = _rows(x), _param(weight), _param(bias)
+        if out is not None and _is_rows(out):
+            torch.ops.fusekit.layer_norm_out(out, xr, w, b, eps)
+            return out
+        if grad:
+            y = torch.ops.fusekit.layer_norm_with_stats(xr, w, b, eps)[0]
+        else:
+            y = torch.ops.fusekit.layer_norm(xr, w, b, eps)
+    else:
+        y = _eager.layer_norm(x, weight, bias, eps)
+    return y if out is None else out.copy_(y)
+
+
+def fused_add_layer_norm(x: Tensor, residual: Tensor, weight: Tensor | None = None,
+                         bias: Tensor | None = None, eps: float = 1e-5, *,
+                         residual_dtype: torch.dtype | None = None, out: Tensor | None = None,
+                         residual_out: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The residual add before a LayerNorm, fused with it.
+
+    residual_out = round_to(residual_dtype, x + residual)   (summed in float32)
+    y = layer_norm(residual_out, weight, bias, eps)          (see layer_norm; y has x's dtype)
+
+    residual_dtype defaults to residual's dtype. Returns (y, residual_out), or the given `out` /
+    `residual_out` filled with them.
+    """
+    op = "fused_add_layer_norm"
+    _check_args(op, x, {"weight": (weight, True), "bias": (bias, True)}, residual, eps)
+    r_dtype = residual_dtype or residual.dtype
+    _check_out(op, "out", out, x.shape, x.dtype, x.device)
+    _check_out(op, "residual_out", residual_out, x.shape, r_dtype, x.device)
+    grad = _needs_grad(x, residual, weight, bias)
+    if (out is not None or residual_out is not None) and grad:
+        raise RuntimeError(_NO_OUT_GRAD.format(op))
+    if _loader.use_kernels(op, x, (weight, bias), r_dtype):
+        xr, rr, w, b = _rows(x), _rows(residual), _param(weight), _param(bias)
+        if (out is not None and residual_out is not None and _is_rows(out)
+                and _is_rows(residual_out)):
+            torch.ops.fusekit.fused_add_layer_norm_out(out, residual_out, xr, rr.to(r_dtype), w,
+                                                       b, eps)
+            return out, residual_out
+        if grad:
+            y, h, _, _ = torch.ops.fusekit.fused_add_layer_norm_with_stats(xr, rr, w, b, eps,
+                                                                           r_dtype)
+        else:
+            y, h = torch.ops.fusekit.fused_add_layer_norm(xr, rr, w, b, eps, r_dtype)
+    else:
+        h = _eager.add(x, residual.to(r_dtype))
+        y = _eager.layer_norm(h, weight, bias, eps, out_dtype=x.dtype)
+    return (y if out is None else out.copy_(y),
+            h if residual_out is None else residual_out.copy_(h))
+
+
+def fused_add_layer_norm_(x: Tensor, residual: Tensor, weight: Tensor | None = None,
+                          bias: Tensor | None = None,
+                          eps: float = 1e-5) -> tuple[Tensor, Tensor]:
+    """In-place fused_add_layer_norm.
+
+    residual <- x + residual   (in residual's dtype)
+    x        <- layer_norm(residual, weight, bias, eps)
+
+    Returns (x, residual).
+    """
+    op = "fused_add_layer_norm"
+    _check_args(op + "_", x, {"weight": (weight, True), "bias": (bias, True)}, residual, eps)
+    if not _needs_grad(x, residual, weight, bias) and _loader.use_kernels(
+            op, x, (weight, bias), residual.dtype):
+        if _is_rows(x) and _is_rows(residual):
+            torch.ops.fusekit.fused_add_layer_norm_(x, residual, _param(weight), _param(bias), eps)
+            return x, residual
+    # Through the functional op (rows it cannot address are copied), then into place.
+    y, h = fused_add_layer_norm(x, residual, weight, bias, eps)
+    residual.copy_(h)
+    x.copy_(y)
+    return x, residual

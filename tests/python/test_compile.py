@@ -1,0 +1,130 @@
+"""torch.compile(fullgraph=True) over code that uses every kind of fusekit call (functional, fused,
+in place, modules, training), on each device: no graph break, the compiled graph calls the fusekit
+operators, and results equal eager. On the GPU also CUDA-graph capture and replay, which needs
+kernels that launch on the current stream, allocate only through PyTorch and never synchronize."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fusekit
+from conftest import gpu_skip_reason, randn
+
+BF16, F32 = torch.bfloat16, torch.float32
+
+
+def block(x, residual, w, ln_w, ln_b):
+    """A pre-norm block's norms: fused add + RMSNorm, LayerNorm, in-place fused add."""
+    y, h = fusekit.fused_add_rms_norm(x, residual, w, 1e-6, residual_dtype=F32)
+    z = fusekit.layer_norm(y * 2, ln_w, ln_b, 1e-5)
+    z = z + fusekit.rms_norm(z, w, 1e-6, 1.0)
+    fusekit.fused_add_rms_norm_(z, h, w, 1e-6)
+    return z, h
+
+
+def inputs(device, gen, n=769, m=6):
+    return (randn((m, n), BF16, device, gen), randn((m, n), BF16, device, gen),
+            randn((n,), BF16, device, gen, mean=1.0), randn((n,), F32, device, gen, mean=1.0),
+            randn((n,), F32, device, gen))
+
+
+def compile_and_compare(fn, args, backend):
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, backend=backend)
+    expected = fn(*[a.clone() for a in args])
+    actual = compiled(*[a.clone() for a in args])
+    for e, a in zip(expected, actual):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        assert torch.equal(a, e), (a.float() - e.float()).abs().max()
+
+
+def test_inductor_forward(device, gen):
+    # The default backend: Inductor's C++ (CPU) or Triton (GPU) code around the fusekit calls.
+    compile_and_compare(block, inputs(device, gen), "inductor")
+
+
+def test_graph_calls_the_fusekit_operators(device, gen):
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(block, fullgraph=True, backend=capture)(*inputs(device, gen))
+    code = graphs[0].code
+    for op in ("fusekit.fused_add_rms_norm", "fusekit.layer_norm", "fusekit.rms_norm",
+               "fusekit.fused_add_rms_norm_"):
+        assert op in code, f"{op} not in the traced graph:\n{code}"
+
+
+def test_dynamic_shapes(device, gen):
+    torch._dynamo.reset()
+    compiled = torch.compile(block, fullgraph=True, dynamic=True, backend="aot_eager")
+    for m in (3, 5, 11):
+        args = inputs(device, gen, m=m)
+        expected = block(*[a.clone() for a in args])
+        actual = compiled(*[a.clone() for a in args])
+        assert all(torch.equal(a, e) for a, e in zip(actual, expected))
+
+
+def test_training_step(device, gen):
+    # Forward and backward through AOTAutograd: the fake backward ops and the autograd formulas.
+    norm = fusekit.RMSNorm(769, device=device)
+    ln = fusekit.LayerNorm(769, device=device)
+
+    def step(x, r):
+        y, h = norm(x, r)
+        return (ln(y).float() * h).sum()
+
+    x, r = randn((6, 769), F32, device, gen), randn((6, 769), F32, device, gen)
+    grads = []
+    for fn in (step, torch.compile(step, fullgraph=True, backend="aot_eager")):
+        for p in (*norm.parameters(), *ln.parameters()):
+            p.grad = None
+        xl = x.clone().requires_grad_(True)
+        fn(xl, r).backward()
+        grads.append([xl.grad, norm.weight.grad, ln.weight.grad, ln.bias.grad])
+    for eager, compiled in zip(*grads):
+        assert torch.equal(eager, compiled)
+
+
+@pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
+def test_cuda_graph_capture_and_replay(gen):
+    args = [a.clone() for a in inputs("cuda", gen, n=4096, m=64)]
+    static = [a.clone() for a in args]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up on a side stream, as capture requires
+        block(*[a.clone() for a in static])
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = block(*static)
+    for trial in range(3):
+        fresh = inputs("cuda", gen, n=4096, m=64)
+        for s, f in zip(static, fresh):
+            s.copy_(f)
+        graph.replay()
+        expected = block(*[f.clone() for f in fresh])
+        torch.cuda.synchronize()
+        for a, e in zip(outputs, expected):
+            assert torch.equal(a, e), f"replay {trial} differs from eager"
+
+
+@pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
+def test_backward_under_cuda_graph(gen):
+    x = randn((64, 4096), BF16, "cuda", gen)
+    w = randn((4096,), F32, "cuda", gen, mean=1.0)
+    g = randn((64, 4096), BF16, "cuda", gen)
+    y, rstd = torch.ops.fusekit.rms_norm_with_rstd(x, w, 1e-6)
+    torch.ops.fusekit.rms_norm_backward(g, x, rstd, w)  # warm up
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        grad_x, grad_w = torch.ops.fusekit.rms_norm_backward(g, x, rstd, w)
+    graph.replay()
+    expected = torch.ops.fusekit.rms_norm_backward(g, x, rstd, w)
+    torch.cuda.synchronize()
+    assert torch.equal(grad_x, expected[0]) and torch.equal(grad_w, expected[1])

@@ -1,0 +1,133 @@
+"""Bad arguments: the Python functions raise TypeError for non-tensors and ValueError naming the
+argument, the expected and the actual value; the operators (torch.ops.fusekit.*) raise the C++
+library's Status as ValueError with its message; and a failed call writes nothing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import fusekit
+from conftest import randn
+
+ops = torch.ops.fusekit
+BF16 = torch.bfloat16
+
+
+@pytest.fixture
+def t(device, gen):
+    """Valid operands: x, residual [4, 64] bf16, weight and bias [64] bf16."""
+    return {
+        "x": randn((4, 64), BF16, device, gen),
+        "r": randn((4, 64), BF16, device, gen),
+        "w": randn((64,), BF16, device, gen, mean=1.0),
+        "b": randn((64,), BF16, device, gen),
+    }
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda t: fusekit.rms_norm([1.0], t["w"]), TypeError,
+     "rms_norm: x: expected a torch.Tensor but got list"),
+    (lambda t: fusekit.rms_norm(t["x"], None), TypeError,
+     "rms_norm: weight: expected a torch.Tensor but got NoneType"),
+    (lambda t: fusekit.layer_norm(t["x"], t["w"], 0.5), TypeError,
+     "layer_norm: bias: expected a torch.Tensor but got float"),
+    (lambda t: fusekit.rms_norm(t["x"], t["w"][:63]), ValueError,
+     "rms_norm: weight: expected shape [64] but got [63]"),
+    (lambda t: fusekit.rms_norm(t["x"][0, 0], t["w"]), ValueError,
+     "rms_norm: x: expected rank 1 or more but got rank 0"),
+    (lambda t: fusekit.layer_norm(t["x"], t["w"], t["b"].reshape(8, 8)), ValueError,
+     "layer_norm: bias: expected shape [64] but got [8, 8]"),
+    (lambda t: fusekit.fused_add_rms_norm(t["x"], t["r"][:3], t["w"]), ValueError,
+     "fused_add_rms_norm: residual: expected shape [4, 64] (x's shape) but got [3, 64]"),
+    (lambda t: fusekit.fused_add_layer_norm_(t["x"], t["r"], t["w"], t["b"], 0.0), ValueError,
+     "fused_add_layer_norm_: eps: expected a finite value > 0 but got 0.0"),
+    (lambda t: fusekit.rms_norm(t["x"], t["w"], math.nan), ValueError,
+     "rms_norm: eps: expected a finite value > 0 but got nan"),
+    (lambda t: fusekit.rms_norm(t["x"], t["w"], 1e-6, math.inf), ValueError,
+     "rms_norm: weight_offset: expected a finite value but got inf"),
+    (lambda t: fusekit.rms_norm(t["x"], t["w"], out=torch.empty_like(t["x"][:2])), ValueError,
+     "rms_norm: out: expected shape [4, 64] but got [2, 64]"),
+    (lambda t: fusekit.layer_norm(t["x"], out=t["x"].float()), ValueError,
+     "layer_norm: out: expected dtype torch.bfloat16 but got torch.float32"),
+    (lambda t: fusekit.fused_add_rms_norm(t["x"], t["r"], t["w"], residual_dtype=torch.float32,
+                                          residual_out=torch.empty_like(t["r"])), ValueError,
+     "fused_add_rms_norm: residual_out: expected dtype torch.float32 but got torch.bfloat16"),
+    (lambda t: fusekit.rms_norm(t["x"].requires_grad_(), t["w"], out=torch.empty_like(t["x"])),
+     RuntimeError, "rms_norm: out= arguments don't support automatic differentiation"),
+])
+def test_functions(t, call, error, message):
+    with pytest.raises(error) as info:
+        call(t)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda t: ops.rms_norm(t["x"], t["w"][:63], 1e-6),
+     "invalid argument: rms_norm: weight: expected shape [64] but got [63]"),
+    (lambda t: ops.rms_norm(t["x"].double(), t["w"], 1e-6),
+     "unsupported: rms_norm: x: expected dtype float32 or float16 or bfloat16 but got float64"),
+    (lambda t: ops.rms_norm(t["x"], t["w"].half(), 1e-6),
+     "unsupported: rms_norm: weight: expected dtype bfloat16 or float32 but got float16"),
+    (lambda t: ops.rms_norm(t["x"].to(torch.complex64), t["w"], 1e-6),
+     "unsupported: rms_norm: x: expected dtype float32 or float16 or bfloat16 but got "
+     "ComplexFloat"),
+    (lambda t: ops.rms_norm(t["x"], t["w"], 0.0),
+     "invalid argument: rms_norm: eps: expected a finite value > 0 but got 0"),
+    (lambda t: ops.rms_norm(t["x"][:, ::2], t["w"][:32], 1e-6),
+     "rms_norm: x: expected a contiguous last dimension (stride 1) but got stride 2"),
+    (lambda t: ops.fused_add_rms_norm(t["x"], t["r"].half(), t["w"], 1e-6),
+     "fused_add_rms_norm: residual: expected dtype bfloat16 or float32 but got float16"),
+    (lambda t: ops.fused_add_rms_norm_(t["x"], t["x"], t["w"], 1e-6),
+     "fused_add_rms_norm_inplace: out: expected memory disjoint from residual"),
+    (lambda t: ops.layer_norm(t["x"], t["w"].float(), t["b"], 1e-5),
+     "layer_norm: bias: expected weight's dtype float32 but got bfloat16"),
+    (lambda t: ops.rms_norm_out(t["x"][1:], t["x"][:3], t["w"], 1e-6),
+     "rms_norm: out: expected memory disjoint from x or identical to it (in place) but the two "
+     "overlap"),
+    (lambda t: ops.rms_norm_out(torch.empty_like(t["x"]), t["x"], t["w"], 1e-6,
+                                rstd=torch.empty(3, device=t["x"].device)),
+     "rms_norm: rstd: expected shape [4] but got [3]"),
+    (lambda t: ops.layer_norm_out(torch.empty_like(t["x"]), t["x"], None, None, 1e-5,
+                                  torch.empty(4, device=t["x"].device, dtype=BF16)),
+     "layer_norm: mean: expected dtype float32 but got bfloat16"),
+    (lambda t: ops.rms_norm_backward(t["x"][:3], t["x"], torch.ones(4, device=t["x"].device),
+                                     t["w"]),
+     "rms_norm_backward: x: expected shape [3, 64] (grad_out's shape) but got [4, 64]"),
+    (lambda t: ops.layer_norm_backward(t["x"], t["x"], torch.ones(4, device=t["x"].device),
+                                       torch.ones(3, device=t["x"].device), t["w"], t["b"]),
+     "layer_norm_backward: rstd: expected shape [4] but got [3]"),
+])
+def test_operators(t, call, message):
+    with pytest.raises(ValueError) as info:
+        call(t)
+    assert message in str(info.value)
+
+
+def test_a_failed_call_writes_nothing(device, gen):
+    x = randn((4, 64), BF16, device, gen)
+    r = randn((4, 64), torch.float32, device, gen)
+    w = randn((64,), BF16, device, gen)
+    out = torch.full_like(x, float("nan"))
+    r_out = torch.full_like(r, float("nan"))
+    x_before, r_before = x.clone(), r.clone()
+    with pytest.raises(ValueError):  # eps NaN
+        ops.fused_add_rms_norm_out(out, r_out, x, r, w, math.nan)
+    with pytest.raises(ValueError):  # rstd too short: the last argument checked
+        ops.fused_add_rms_norm_out(out, r_out, x, r, w, 1e-6, rstd=torch.empty(2, device=device))
+    with pytest.raises(ValueError):  # in place with a weight of the wrong length
+        ops.fused_add_rms_norm_(x, r, w[:60], 1e-6)
+    assert out.isnan().all() and r_out.isnan().all()
+    assert torch.equal(x, x_before) and torch.equal(r, r_before)
+
+
+def test_mixed_devices_are_refused(gen):
+    if not torch.cuda.is_available() or "cuda" not in fusekit.build_info()["backends"]:
+        pytest.skip("needs a GPU with fusekit kernels")
+    x = randn((4, 64), BF16, "cuda", gen)
+    w = randn((64,), BF16, "cpu", gen)
+    with pytest.raises(ValueError, match="rms_norm: weight: expected device gpu:0 .x's device. "
+                                         "but got cpu"):
+        ops.rms_norm(x, w, 1e-6)

@@ -1,0 +1,148 @@
+"""`import fusekit` never fails, and without usable kernels every call runs the eager
+implementation, right to tolerance, warning once with the reason. Each case runs in a fresh
+interpreter (the library is loaded, or not, at import): FUSEKIT_DISABLE=1, FUSEKIT_DISABLE_OPS, a
+missing library, a library built for another PyTorch, a broken library file; plus unsupported
+dtypes in this process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import fusekit
+import reference as ref
+from conftest import INFO, OpRecorder, randn
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(fusekit.__file__))
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# Runs every op on small CPU inputs with warnings recorded, checks the values against the float64
+# reference, and prints a JSON summary: build_info, the fusekit operators dispatched, warnings.
+PROBE = textwrap.dedent("""
+    import json, sys, warnings
+    import torch
+    sys.path.insert(0, {tests!r})
+    import reference as ref
+    from recorder import OpRecorder
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import fusekit
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(3, 77, generator=g).bfloat16()
+        r = torch.randn(3, 77, generator=g)
+        w = torch.randn(77, generator=g).bfloat16() + 1
+        b = torch.randn(77, generator=g).bfloat16()
+        with OpRecorder() as rec:
+            for _ in range(2):  # a second call must not warn again
+                ref.assert_close(fusekit.rms_norm(x, w), ref.rms_norm(x, w, 1e-6))
+                y, h = fusekit.fused_add_rms_norm(x, r, w)
+                assert torch.equal(h, ref.fused_add(x, r))
+                ref.assert_close(y, ref.rms_norm(h, w, 1e-6))
+                ref.assert_close(fusekit.layer_norm(x, w, b), ref.layer_norm(x, w, b, 1e-5))
+                y, h = fusekit.fused_add_layer_norm(x, r, w, b)
+                ref.assert_close(y, ref.layer_norm(h, w, b, 1e-5))
+                x2, r2 = x.clone(), r.clone()
+                fusekit.fused_add_rms_norm_(x2, r2, w)
+                assert torch.equal(r2, ref.fused_add(x, r))
+                xg = x.float().requires_grad_()
+                fusekit.rms_norm(xg, w.float()).sum().backward()
+                assert xg.grad.isfinite().all()
+    print(json.dumps({{"info": fusekit.build_info(), "ops": sorted(set(rec.ops)),
+                       "warnings": [str(w.message) for w in caught
+                                    if "fusekit" in str(w.message)]}}))
+""")
+
+
+def run_probe(tmp_path, **env_changes):
+    """Runs PROBE with PYTHONPATH and the environment adjusted; returns its JSON summary."""
+    env = dict(os.environ)
+    for key in ("FUSEKIT_DISABLE", "FUSEKIT_DISABLE_OPS", "FUSEKIT_LIBRARY"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = str(env_changes.pop("python_dir", PYTHON_DIR))
+    env.update(env_changes)
+    done = subprocess.run([sys.executable, "-c", PROBE.format(tests=TESTS_DIR)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_disable_everything(tmp_path):
+    out = run_probe(tmp_path, FUSEKIT_DISABLE="1")
+    assert out["info"]["disabled"] and not out["info"]["library"]["loaded"]
+    assert out["info"]["backends"] == []
+    assert out["ops"] == []  # no fusekit operator ran
+    assert out["warnings"] == []  # asked for: nothing to warn about
+
+
+@pytest.mark.skipif(not INFO["library"]["loaded"], reason="needs the compiled library")
+def test_disable_some_ops(tmp_path):
+    out = run_probe(tmp_path, FUSEKIT_DISABLE_OPS="rms_norm, layer_norm")
+    assert out["info"]["disabled_ops"] == ["layer_norm", "rms_norm"]
+    assert "rms_norm" not in out["ops"] and "layer_norm" not in out["ops"]
+    assert "fused_add_rms_norm" in out["ops"] and "fused_add_layer_norm" in out["ops"]
+    assert out["warnings"] == []
+
+
+def test_missing_library(tmp_path):
+    package = tmp_path / "pkg"
+    shutil.copytree(os.path.join(PYTHON_DIR, "fusekit"), package / "fusekit",
+                    ignore=shutil.ignore_patterns("*.so", "*.json", "__pycache__"))
+    out = run_probe(tmp_path, python_dir=package)
+    reason = out["info"]["library"]["reason"]
+    assert "libfusekit_torch.so) is not installed" in reason
+    assert out["ops"] == []
+    # One warning per op family, each naming the reason, never repeated.
+    assert sorted(w.split(":")[0] for w in out["warnings"]) == [
+        "fusekit.fused_add_layer_norm", "fusekit.fused_add_rms_norm", "fusekit.layer_norm",
+        "fusekit.rms_norm"]
+    assert all(reason in w for w in out["warnings"])
+
+
+@pytest.mark.skipif(not INFO["library"]["loaded"], reason="needs the compiled library")
+def test_library_built_for_a_newer_torch(tmp_path):
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    shutil.copy(INFO["library"]["path"], lib_dir / "libfusekit_torch.so")
+    build = dict(INFO["build"], torch_version="99.0.0")
+    (lib_dir / "fusekit_build_info.json").write_text(json.dumps(build))
+    out = run_probe(tmp_path, FUSEKIT_LIBRARY=str(lib_dir / "libfusekit_torch.so"))
+    assert not out["info"]["library"]["loaded"]
+    assert "built against PyTorch 99.0.0" in out["info"]["library"]["reason"]
+    assert out["ops"] == [] and len(out["warnings"]) == 4
+
+
+def test_broken_library_file(tmp_path):
+    lib = tmp_path / "libfusekit_torch.so"
+    lib.write_bytes(b"not a shared library")
+    (tmp_path / "fusekit_build_info.json").write_text(json.dumps(
+        {"torch_version": "2.10.0", "gpu_backend": "none", "torch_gpu_kernels": False}))
+    out = run_probe(tmp_path, FUSEKIT_LIBRARY=str(lib))
+    assert f"loading {lib} failed" in out["info"]["library"]["reason"]
+    assert out["ops"] == []
+
+
+@pytest.mark.skipif(not INFO["library"]["loaded"], reason="needs the compiled library")
+def test_unsupported_dtypes_fall_back_with_one_warning(gen):
+    x = randn((3, 64), torch.float64, "cpu", gen)
+    w = randn((64,), torch.float64, "cpu", gen)
+    with pytest.warns(RuntimeWarning, match="no fusekit kernels for x of dtype torch.float64"):
+        with OpRecorder() as rec:
+            y = fusekit.layer_norm(x, w, None)
+    assert rec.ops == []
+    ref.assert_close(y, ref.layer_norm(x, w, None, 1e-5), dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fusekit.layer_norm(x, w, None)  # the same reason again: no second warning
+    # float16 x with a bfloat16 weight has no kernel either: the eager code computes it.
+    xh = randn((3, 64), torch.float16, "cpu", gen)
+    with pytest.warns(RuntimeWarning, match="torch.float16 x with torch.bfloat16 weight"):
+        y = fusekit.rms_norm(xh, w.bfloat16())
+    ref.assert_close(y, ref.rms_norm(xh, w.bfloat16(), 1e-6))

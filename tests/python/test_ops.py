@@ -1,0 +1,231 @@
+"""Every op against the float64 reference on each device: all dtype combinations, odd sizes
+(N in 1, 7, 769, 5125; M in 0, 1, 3), strided views, out=, the in-place forms, residual_dtype,
+Gemma's weight offset and the Hugging Face order; and proof (the dispatched operators) that the
+compiled kernels, not the eager fallback, computed the results."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fusekit
+import reference as ref
+from conftest import OpRecorder, randn
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+SIZES = [1, 7, 769, 5125]
+
+
+def dtype_combinations(with_residual: bool):
+    """(x, weight, residual) dtypes: weight and residual x's or float32."""
+    out = []
+    for x in (F32, F16, BF16):
+        others = [x] if x == F32 else [x, F32]
+        for w in others:
+            for r in (others if with_residual else [None]):
+                out.append(pytest.param(x, w, r, id=f"x{x}-w{w}-r{r}".replace("torch.", "")))
+    return out
+
+
+def rstd_reference(h, eps, layer=False):
+    h = h.double()
+    if layer:
+        h = h - h.mean(-1, keepdim=True)
+    return torch.rsqrt(h.pow(2).mean(-1) + eps).reshape(-1)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("x_dtype,w_dtype,r_dtype", dtype_combinations(False))
+def test_rms_norm(device, gen, n, x_dtype, w_dtype, r_dtype):
+    for m in (0, 1, 3):
+        x = randn((m, n), x_dtype, device, gen)
+        w = randn((n,), w_dtype, device, gen, scale=0.5, mean=1.0)
+        with OpRecorder() as rec:
+            y = fusekit.rms_norm(x, w, 1e-6)
+            y2, rstd = torch.ops.fusekit.rms_norm_with_rstd(x, w, 1e-6)
+        assert rec.ops == ["rms_norm", "rms_norm_with_rstd"]
+        assert y.dtype == x_dtype and y.shape == x.shape and y.device == x.device
+        ref.assert_close(y, ref.rms_norm(x, w, 1e-6))
+        assert torch.equal(y, y2)
+        ref.assert_close(rstd, rstd_reference(x, 1e-6), dtype=F32)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("x_dtype,w_dtype,r_dtype", dtype_combinations(True))
+def test_fused_add_rms_norm(device, gen, n, x_dtype, w_dtype, r_dtype):
+    x = randn((3, n), x_dtype, device, gen)
+    r = randn((3, n), r_dtype, device, gen)
+    w = randn((n,), w_dtype, device, gen, scale=0.5, mean=1.0)
+    with OpRecorder() as rec:
+        y, h = fusekit.fused_add_rms_norm(x, r, w, 1e-6)
+    assert rec.ops == ["fused_add_rms_norm"]
+    expected_h = ref.fused_add(x, r)
+    assert h.dtype == r_dtype and torch.equal(h, expected_h)  # bit-exact: one rounding
+    assert y.dtype == x_dtype
+    ref.assert_close(y, ref.rms_norm(expected_h, w, 1e-6))
+    # In place: the same values, written into x and residual.
+    x2, r2 = x.clone(), r.clone()
+    with OpRecorder() as rec:
+        out = fusekit.fused_add_rms_norm_(x2, r2, w, 1e-6)
+    assert rec.ops == ["fused_add_rms_norm_"]
+    assert out[0] is x2 and out[1] is r2
+    assert torch.equal(r2, h) and torch.equal(x2, y)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("x_dtype,w_dtype,r_dtype", dtype_combinations(False))
+@pytest.mark.parametrize("affine", ["weight+bias", "weight", "bias", "none"])
+def test_layer_norm(device, gen, n, x_dtype, w_dtype, r_dtype, affine):
+    x = randn((3, n), x_dtype, device, gen, mean=0.5)
+    w = randn((n,), w_dtype, device, gen, scale=0.5, mean=1.0) if "weight" in affine else None
+    b = randn((n,), w_dtype, device, gen, scale=0.5) if "bias" in affine else None
+    with OpRecorder() as rec:
+        y = fusekit.layer_norm(x, w, b, 1e-5)
+        _, mean, rstd = torch.ops.fusekit.layer_norm_with_stats(x, w, b, 1e-5)
+    assert rec.ops == ["layer_norm", "layer_norm_with_stats"]
+    assert y.dtype == x_dtype and y.shape == x.shape
+    ref.assert_close(y, ref.layer_norm(x, w, b, 1e-5))
+    ref.assert_close(mean, x.double().mean(-1), dtype=F32)
+    ref.assert_close(rstd, rstd_reference(x, 1e-5, layer=True), dtype=F32)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("x_dtype,w_dtype,r_dtype", dtype_combinations(True))
+def test_fused_add_layer_norm(device, gen, n, x_dtype, w_dtype, r_dtype):
+    x = randn((3, n), x_dtype, device, gen, mean=0.5)
+    r = randn((3, n), r_dtype, device, gen)
+    w = randn((n,), w_dtype, device, gen, scale=0.5, mean=1.0)
+    b = randn((n,), w_dtype, device, gen, scale=0.5)
+    y, h = fusekit.fused_add_layer_norm(x, r, w, b, 1e-5)
+    expected_h = ref.fused_add(x, r)
+    assert torch.equal(h, expected_h)
+    ref.assert_close(y, ref.layer_norm(expected_h, w, b, 1e-5))
+    x2, r2 = x.clone(), r.clone()
+    with OpRecorder() as rec:
+        fusekit.fused_add_layer_norm_(x2, r2, w, b, 1e-5)
+    assert rec.ops == ["fused_add_layer_norm_"]
+    assert torch.equal(r2, h) and torch.equal(x2, y)
+
+
+def test_residual_dtype_selects_the_sum_dtype(device, gen):
+    # bf16 activations and residual, the sum kept in fp32: the same as passing an fp32 residual.
+    x = randn((4, 769), BF16, device, gen)
+    r = randn((4, 769), BF16, device, gen)
+    w = randn((769,), BF16, device, gen, mean=1.0)
+    for fn, args in ((fusekit.fused_add_rms_norm, (w,)),
+                     (fusekit.fused_add_layer_norm, (w, None))):
+        y, h = fn(x, r, *args, residual_dtype=F32)
+        y_ref, h_ref = fn(x, r.float(), *args)
+        assert h.dtype == F32 and torch.equal(h, h_ref) and torch.equal(y, y_ref)
+        assert torch.equal(h, x.float() + r.float())
+    y, h = torch.ops.fusekit.fused_add_rms_norm(x, r, w, 1e-6, 0.0, F32)
+    assert h.dtype == F32
+
+
+def test_gemma_offset_and_weight_after_cast(device, gen):
+    x = randn((5, 1000), BF16, device, gen)
+    w = randn((1000,), BF16, device, gen, scale=0.1)
+    ref.assert_close(fusekit.rms_norm(x, w, 1e-6, 1.0), ref.rms_norm(x, w, 1e-6, 1.0))
+    module = fusekit.RMSNorm(1000, 1e-6, weight_offset=1.0, dtype=BF16, device=device)
+    with torch.no_grad():
+        module.weight.copy_(w)
+    assert torch.equal(module(x), fusekit.rms_norm(x, w, 1e-6, 1.0))
+    y = fusekit.rms_norm(x, w, 1e-6, weight_after_cast=True)
+    # Round the normalized value to bf16, then multiply by the weight: two roundings.
+    expected = ref.rms_norm(x, w, 1e-6, weight_after_cast_dtype=BF16)
+    ref.assert_close(y, expected)
+
+
+def strided_views(base):
+    """Views of `base` ([8, 2N] or so) that are [4, N]-shaped but not contiguous."""
+    n = base.shape[-1] // 2
+    return {
+        "padded rows": base[:4, :n],               # row stride 2N
+        "every other row": base[::2, :n],           # row stride 4N
+        "unaligned start": base[:4, 1:n + 1],       # base pointer one element in
+        "strided last dim": base[:4, ::2],          # copied by the wrapper
+        "transposed 3-D": base[:8].reshape(2, 4, 2 * n)[..., :n].transpose(0, 1),  # [4, 2, N]
+    }
+
+
+@pytest.mark.parametrize("view", ["padded rows", "every other row", "unaligned start",
+                                  "strided last dim", "transposed 3-D"])
+def test_strided_inputs_and_outputs(device, gen, view):
+    n = 769
+    x = strided_views(randn((8, 2 * n), BF16, device, gen))[view]
+    r = strided_views(randn((8, 2 * n), F32, device, gen))[view]
+    w = randn((n,), BF16, device, gen, mean=1.0)
+    b = randn((n,), BF16, device, gen)
+    ref.assert_close(fusekit.rms_norm(x, w), ref.rms_norm(x, w, 1e-6))
+    ref.assert_close(fusekit.layer_norm(x, w, b), ref.layer_norm(x, w, b, 1e-5))
+    y, h = fusekit.fused_add_rms_norm(x, r, w)
+    assert torch.equal(h, ref.fused_add(x, r))
+    ref.assert_close(y, ref.rms_norm(h, w, 1e-6))
+    # out= into strided views, and the in-place form on strided views.
+    out = strided_views(torch.full((8, 2 * n), float("nan"), dtype=BF16, device=device))[view]
+    fusekit.rms_norm(x, w, out=out)
+    assert torch.equal(out, fusekit.rms_norm(x, w))
+    x2, r2 = x.clone(), r.clone()  # contiguous copies: the expected values
+    fusekit.fused_add_rms_norm_(x2, r2, w)
+    fusekit.fused_add_rms_norm_(x, r, w)
+    assert torch.equal(x, x2) and torch.equal(r, r2)
+
+
+def test_out_variants_and_their_statistics(device, gen):
+    x = randn((6, 5125), F16, device, gen)
+    r = randn((6, 5125), F32, device, gen)
+    w = randn((5125,), F32, device, gen, mean=1.0)
+    b = randn((5125,), F32, device, gen)
+    out = torch.empty_like(x)
+    r_out = torch.empty_like(r)
+    rstd = torch.empty(6, device=device)
+    mean = torch.empty(6, device=device)
+    torch.ops.fusekit.fused_add_rms_norm_out(out, r_out, x, r, w, 1e-6, rstd=rstd)
+    y, h, rstd_ref = torch.ops.fusekit.fused_add_rms_norm_with_rstd(x, r, w, 1e-6)
+    assert torch.equal(out, y) and torch.equal(r_out, h) and torch.equal(rstd, rstd_ref)
+    torch.ops.fusekit.fused_add_layer_norm_out(out, r_out, x, r, w, b, 1e-5, mean, rstd)
+    y, h, mean_ref, rstd_ref = torch.ops.fusekit.fused_add_layer_norm_with_stats(x, r, w, b, 1e-5)
+    assert torch.equal(out, y) and torch.equal(mean, mean_ref) and torch.equal(rstd, rstd_ref)
+    y_out, h_out = fusekit.fused_add_layer_norm(x, r, w, b, out=torch.empty_like(x),
+                                                residual_out=torch.empty_like(r))
+    assert torch.equal(y_out, y) and torch.equal(h_out, h)
+
+
+def test_rank_one_and_rank_three(device, gen):
+    w = randn((64,), BF16, device, gen, mean=1.0)
+    x1 = randn((64,), BF16, device, gen)
+    ref.assert_close(fusekit.rms_norm(x1, w), ref.rms_norm(x1, w, 1e-6))
+    x3 = randn((2, 3, 64), BF16, device, gen)
+    y3 = fusekit.rms_norm(x3, w)
+    assert y3.shape == (2, 3, 64)
+    assert torch.equal(y3, fusekit.rms_norm(x3.reshape(6, 64), w).reshape(2, 3, 64))
+    assert torch.ops.fusekit.rms_norm_with_rstd(x3, w)[1].shape == (6,)
+
+
+def test_modules_match_torch_and_load_their_state_dicts(device, gen):
+    n = 769
+    x = randn((3, n), F32, device, gen, mean=0.3)
+    torch_ln = torch.nn.LayerNorm(n, eps=1e-5, device=device)
+    torch_rms = torch.nn.RMSNorm(n, eps=1e-6, device=device)
+    with torch.no_grad():
+        torch_ln.weight.normal_(1.0, 0.2, generator=None)
+        torch_ln.bias.normal_(0.0, 0.2)
+        torch_rms.weight.normal_(1.0, 0.2)
+    ln = fusekit.LayerNorm(n, eps=1e-5, device=device)
+    ln.load_state_dict(torch_ln.state_dict())
+    rms = fusekit.RMSNorm(n, eps=1e-6, device=device)
+    rms.load_state_dict(torch_rms.state_dict())
+    ref.assert_close(ln(x), torch_ln(x).detach().double())
+    ref.assert_close(rms(x), torch_rms(x).detach().double())
+    assert rms.eps == rms.variance_epsilon == 1e-6
+    no_bias = fusekit.LayerNorm(n, bias=False, device=device)
+    assert set(no_bias.state_dict()) == {"weight"}
+    no_affine = fusekit.LayerNorm(n, elementwise_affine=False, device=device)
+    assert set(no_affine.state_dict()) == set()
+    ref.assert_close(no_affine(x), ref.layer_norm(x, None, None, 1e-5))
+    two_dims = fusekit.LayerNorm((4, 8), device=device)
+    x2 = randn((3, 4, 8), F32, device, gen)
+    ref.assert_close(two_dims(x2),
+                     torch.nn.functional.layer_norm(x2, (4, 8), eps=1e-5).double())
+    y, h = rms(x, x)
+    assert torch.equal(h, x + x) and torch.equal(y, rms(x + x))
