@@ -1,0 +1,161 @@
+"""The ops the benchmark runs, and what fusekit is compared with on each.
+
+Every implementation of an op is called the same way, fn(*inputs, eps), with inputs
+(x, [residual], weight, [bias]), so one timing loop serves them all:
+
+  fusekit      fusekit's functional op (compiled kernels, or the package's eager fallback; each
+               row says which ran, from fusekit's own fallback check)
+  eager        the formula a model runs in plain PyTorch: Hugging Face's LlamaRMSNorm for
+               rms_norm, torch.nn.functional.layer_norm for layer_norm, and `h = x + residual`
+               then the norm for the fused ops
+  compile      torch.compile of that eager code (default mode, one compiled function per op for
+               all shapes, as bench/baselines.py does)
+  seed_triton  the seed documents' Triton kernels, when their directory is given (loaded from
+               DIR/seed_triton.py as bench/baselines.py loads them; rms_norm ops only, GPU only)
+
+Bytes moved = each input read once + each output written once (weights once).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+IMPLS = ("fusekit", "eager", "compile", "seed_triton")
+
+
+def hf_rms_norm(x, weight, eps=1e-6):
+    """Hugging Face's LlamaRMSNorm.forward: normalize in float32, cast back, then the weight."""
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def eager_fused_add_rms_norm(x, residual, weight, eps=1e-6):
+    h = x + residual
+    return hf_rms_norm(h, weight, eps), h
+
+
+def eager_layer_norm(x, weight, bias, eps=1e-5):
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def eager_fused_add_layer_norm(x, residual, weight, bias, eps=1e-5):
+    h = x + residual
+    return eager_layer_norm(h, weight, bias, eps), h
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str             # fusekit's functional name (and op family)
+    residual: bool        # takes a residual and returns x + residual as a second output
+    params: int           # [N] vectors: weight, or weight and bias
+    eps: float
+    eager: Callable
+    seed_name: str | None  # function in seed_triton.py, if the seeds have this op
+
+    @property
+    def row_tensors(self) -> int:
+        """[M, N] tensors moved: x and y, plus residual and residual_out for the fused ops."""
+        return 4 if self.residual else 2
+
+    def bytes(self, m: int, n: int, dtype: torch.dtype) -> int:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        return itemsize * (self.row_tensors * m * n + self.params * n)
+
+    def make_inputs(self, m: int, n: int, dtype: torch.dtype, device: str) -> tuple:
+        def rand(*shape):
+            return torch.randn(*shape, device=device, dtype=dtype)
+
+        rows = (rand(m, n), rand(m, n)) if self.residual else (rand(m, n),)
+        return rows + tuple(rand(n) for _ in range(self.params))
+
+
+OPS = {spec.name: spec for spec in (
+    OpSpec("rms_norm", False, 1, 1e-6, hf_rms_norm, "rms_norm_triton"),
+    OpSpec("fused_add_rms_norm", True, 1, 1e-6, eager_fused_add_rms_norm,
+           "fused_add_rms_norm_triton"),
+    OpSpec("layer_norm", False, 2, 1e-5, eager_layer_norm, None),
+    OpSpec("fused_add_layer_norm", True, 2, 1e-5, eager_fused_add_layer_norm, None),
+)}
+
+
+def load_seed(seed_dir: str):
+    """DIR/seed_triton.py as a module (the seed kernels are not part of this repository)."""
+    path = os.path.join(seed_dir, "seed_triton.py")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--seed-dir: expected {path} to exist")
+    spec = importlib.util.spec_from_file_location("seed_triton", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fusekit_backend(spec: OpSpec, inputs: tuple) -> str:
+    """Whether fusekit runs its compiled kernels on these tensors ("compiled") or its eager
+    fallback ("fallback: <why>"), as the package itself decides."""
+    from fusekit import _loader  # the package's own check (what fusekit.build_info reports)
+
+    x = inputs[0]
+    residual_dtype = inputs[1].dtype if spec.residual else None
+    params = inputs[2:] if spec.residual else inputs[1:]
+    check = getattr(_loader, "fallback_reason", None)
+    if check is None:
+        return "unknown"
+    reason = check(spec.name, x, tuple(params), residual_dtype)
+    return "compiled" if reason is None else f"fallback: {reason}"
+
+
+class Implementations:
+    """Callables per op and implementation; compiled functions and the seed module made once."""
+
+    def __init__(self, device: str, wanted: tuple, seed_dir: str | None):
+        self.device = device
+        self.wanted = tuple(name for name in IMPLS if name in wanted)
+        self.seed, self.seed_error = None, None
+        if "seed_triton" in self.wanted:
+            if not seed_dir:
+                self.wanted = tuple(name for name in self.wanted if name != "seed_triton")
+            elif device != "cuda":
+                self.seed_error = "the seed Triton kernels need a GPU"
+            else:
+                try:
+                    self.seed = load_seed(seed_dir)
+                except Exception as error:  # reported in each row; the other impls still run
+                    self.seed_error = f"loading the seed kernels failed: {error}"
+        self._compiled: dict = {}
+        self._failed: dict = {}
+
+    def failed(self, spec: OpSpec, name: str, error: str) -> None:
+        """Not to try `name` on this op again (a torch.compile that failed once, fails again,
+        slowly)."""
+        self._failed[(spec.name, name)] = f"failed on an earlier shape: {error}"
+
+    def for_op(self, spec: OpSpec) -> dict:
+        """name -> callable(*inputs, eps), or name -> str (why it is not run)."""
+        import fusekit
+
+        table = {}
+        for name in self.wanted:
+            if (spec.name, name) in self._failed:
+                table[name] = self._failed[(spec.name, name)]
+            elif name == "fusekit":
+                table[name] = getattr(fusekit, spec.name)
+            elif name == "eager":
+                table[name] = spec.eager
+            elif name == "compile":
+                if spec.name not in self._compiled:
+                    self._compiled[spec.name] = torch.compile(spec.eager)
+                table[name] = self._compiled[spec.name]
+            elif spec.seed_name is None:
+                continue  # the seeds have no such op: no row entry at all
+            elif self.seed_error:
+                table[name] = self.seed_error
+            else:
+                table[name] = getattr(self.seed, spec.seed_name)
+        return table

@@ -1,0 +1,220 @@
+"""`python -m fusekit bench`: fusekit against PyTorch eager, torch.compile and (given their
+directory) the seed Triton kernels, on the default shapes or the ones asked for; a table at the
+end, JSON and a PNG plot. The methods are described in timing.py and the compared code in
+baselines.py; the table's and the JSON's fields in report.py.
+
+Exit status: 0 when every fusekit measurement ran (a baseline that fails is reported, not fatal),
+1 when one did not, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+
+import torch
+
+from . import baselines, plot, report, timing
+from .progress import Progress
+
+SMALL_M = 256  # up to this batch size, GPU time is CUDA-graph replay time
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
+          "float16": torch.float16, "half": torch.float16, "fp32": torch.float32,
+          "float32": torch.float32, "float": torch.float32}
+QUICK = {"M": [1, 256, 2048], "N": [4096]}
+DEFAULT_SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shapes.json")
+
+
+def _ints(text: str) -> list:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers but got {text!r}") from None
+
+
+def _names(text: str) -> list:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m fusekit bench",
+        description="Time fusekit's ops against PyTorch eager, torch.compile and the seed "
+                    "Triton kernels; print a table, write JSON and a PNG plot.")
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES,
+                    help="JSON with a 'norm' section (ops, M, N, skip_if_bytes_over); "
+                         "default: the packaged copy of bench/shapes.json")
+    ap.add_argument("--ops", type=_names, help=f"comma-separated, of {', '.join(baselines.OPS)}")
+    ap.add_argument("--M", type=_ints, help="batch sizes (rows), comma-separated")
+    ap.add_argument("--N", type=_ints, help="hidden sizes, comma-separated")
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--impls", type=_names, default=list(baselines.IMPLS),
+                    help=f"comma-separated, of {', '.join(baselines.IMPLS)} (default: all; "
+                         "seed_triton needs --seed-dir)")
+    ap.add_argument("--seed-dir", default=os.environ.get("FUSEKIT_SEED_DIR"),
+                    help="directory holding seed_triton.py (default: $FUSEKIT_SEED_DIR)")
+    ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
+                    help="auto: the GPU when torch sees one, else the CPU (host timings)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"few shapes (M {QUICK['M']}, N {QUICK['N']} unless given) and few runs")
+    ap.add_argument("--json", default="fusekit-bench.json", help="output JSON ('' for none)")
+    ap.add_argument("--plot", default="fusekit-bench.png", help="output PNG ('' for none)")
+    ap.add_argument("--plot-n", default="4096",
+                    help="the N whose rows are plotted (the nearest one run), or 'all'")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return ap
+
+
+def _plan(args, ap) -> tuple:
+    """(ops, Ms, Ns, byte limit) from the shapes file and the overrides."""
+    try:
+        with open(args.shapes, encoding="utf-8") as f:
+            shapes = json.load(f)
+    except (OSError, ValueError) as error:
+        ap.error(f"--shapes: cannot read {args.shapes}: {error}")
+    shapes = shapes.get("norm", shapes)
+    ops = args.ops or shapes.get("ops", list(baselines.OPS))
+    unknown = [op for op in ops if op not in baselines.OPS]
+    if unknown:
+        ap.error(f"--ops: unknown {unknown}; expected some of {list(baselines.OPS)}")
+    ms = args.M or (QUICK["M"] if args.quick else shapes.get("M"))
+    ns = args.N or (QUICK["N"] if args.quick else shapes.get("N"))
+    if not ms or not ns or min(ms + ns) < 1:
+        ap.error(f"expected positive M and N lists but got M={ms} N={ns}")
+    bad = [name for name in args.impls if name not in baselines.IMPLS]
+    if bad:
+        ap.error(f"--impls: unknown {bad}; expected some of {list(baselines.IMPLS)}")
+    if args.plot_n != "all" and not args.plot_n.isdigit():
+        ap.error(f"--plot-n: expected a number or 'all' but got {args.plot_n!r}")
+    return ops, ms, ns, shapes.get("skip_if_bytes_over", 1 << 62)
+
+
+def _max_diff(got, want: tuple) -> float:
+    """Largest |difference| from the eager outputs (their first rows, in float32)."""
+    got = got if isinstance(got, tuple) else (got,)
+    if len(got) != len(want):
+        raise ValueError(f"expected {len(want)} outputs but got {len(got)}")
+    return max((g[:want_t.shape[0]].float() - want_t).abs().max().item()
+               for g, want_t in zip(got, want))
+
+
+def _reference(spec, inputs, rows: int = 1024) -> tuple:
+    out = spec.eager(*inputs, spec.eps)
+    out = out if isinstance(out, tuple) else (out,)
+    return tuple(t[:rows].float() for t in out)
+
+
+def _run_impl(timer, spec, name, fn, inputs, want, small) -> dict:
+    def call():
+        return fn(*inputs, spec.eps)
+
+    try:
+        diff = _max_diff(call(), want)  # also the first call: compiles, loads, warms up
+        result = timer.measure(call, small)
+        result["call_us"] = timer.call_us(call)
+        result["max_abs_diff_vs_eager"] = diff
+        if name == "fusekit":
+            result["backend"] = baselines.fusekit_backend(spec, inputs)
+        return result
+    except Exception as error:  # one implementation failing must not stop the others
+        if timer.device == "cuda":
+            torch.cuda.synchronize()
+        return {"error": timing.short_error(error)}
+
+
+def run(args, ap) -> int:
+    ops, ms, ns, limit = _plan(args, ap)
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no GPU")
+    dtype = DTYPES[args.dtype]
+    dtype_name = str(dtype).replace("torch.", "")
+    settings = timing.Settings.quick() if args.quick else timing.Settings()
+    timer = timing.make_timer(device, settings)
+    impls = baselines.Implementations(device, tuple(args.impls), args.seed_dir)
+    if device == "cpu":
+        print("No GPU in use: timing on the CPU with the host clock (no CUDA graphs, no L2 "
+              "flush).", file=sys.stderr)
+    # fusekit warns once per op when it falls back to eager; the rows say so instead.
+    warnings.filterwarnings("ignore", message=r"fusekit\.", category=RuntimeWarning)
+    torch.manual_seed(0)
+
+    plan, skipped = [], []
+    for op in ops:
+        spec = baselines.OPS[op]
+        for n in ns:
+            for m in ms:
+                if spec.bytes(m, n, dtype) > limit:
+                    skipped.append({"op": op, "M": m, "N": n, "reason": "skip_if_bytes_over"})
+                else:
+                    plan.append((spec, m, n))
+    steps = {op: len(impls.for_op(baselines.OPS[op])) for op in ops}
+    progress = Progress(1 + sum(steps[spec.name] for spec, _, _ in plan),
+                        enabled=not args.no_progress)
+    progress.start("copy bandwidth")
+    copy_gbps = timer.copy_gbps(dtype)
+    progress.step("copy bandwidth")
+
+    rows = []
+    for spec, m, n in plan:
+        row = {"op": spec.name, "M": m, "N": n, "dtype": dtype_name,
+               "bytes": spec.bytes(m, n, dtype), "results": {}}
+        inputs = want = None
+        try:
+            inputs = spec.make_inputs(m, n, dtype, device)
+            want = _reference(spec, inputs)
+        except Exception as error:  # out of memory, most likely: each entry says so
+            inputs, why_not = None, f"making the inputs failed: {timing.short_error(error)}"
+        for name, fn in impls.for_op(spec).items():
+            label = f"{spec.name} {m}x{n} {name}"
+            progress.start(label)
+            if isinstance(fn, str) or inputs is None:
+                row["results"][name] = {"error": fn if isinstance(fn, str) else why_not}
+            else:
+                row["results"][name] = _run_impl(timer, spec, name, fn, inputs, want,
+                                                 device == "cuda" and m <= SMALL_M)
+                if name == "compile" and "error" in row["results"][name]:
+                    impls.failed(spec, name, row["results"][name]["error"])
+            progress.step(label)
+        report.derive(row, copy_gbps)
+        rows.append(row)
+        del inputs, want
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    progress.close()
+
+    options = {k: v for k, v in vars(args).items() if k not in ("no_progress",)}
+    env = report.environment(device, timer.method_note, options)
+    print(report.summary(env, copy_gbps))
+    print()
+    print(report.table(rows, device))
+    if skipped:
+        print(f"skipped (over skip_if_bytes_over = {limit} bytes): "
+              + ", ".join(f"{s['op']} {s['M']}x{s['N']}" for s in skipped))
+    if args.json:
+        report.write_json(args.json, env, copy_gbps, rows, skipped)
+        print(f"wrote {args.json}")
+    if args.plot:
+        where = env["gpu"]["name"] if env["gpu"] else "CPU (host timings)"
+        why = plot.plot(rows, args.plot, args.plot_n, f"fusekit bench: {where}, {dtype_name}",
+                        SMALL_M if device == "cuda" else None)
+        print(f"warning: {why}" if why else f"wrote {args.plot}",
+              file=sys.stderr if why else sys.stdout)
+    failed = [r for r in rows if "error" in r["results"].get("fusekit", {})]
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    ap = parser()
+    args = ap.parse_args(argv)
+    return run(args, ap)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""What a benchmark run leaves behind: the derived numbers of each row (GB/s, % of the copy
+bandwidth, fusekit's speedups), the environment that makes a result reproducible (GPU, versions,
+fusekit's build, commit, date), the JSON document, and the plain-text table printed at the end.
+
+JSON schema (version 1):
+  {"schema": 1, "env": {...}, "copy_GBps": float, "rows": [row, ...], "skipped": [...]}
+  row: {"op", "M", "N", "dtype", "bytes", "results": {impl: result}}
+  result: {"time_us", "method" ("graph" | "cold" | "host"), "cold_us"?, "graph_us"?, "call_us",
+           "GBps", "pct_copy", "max_abs_diff_vs_eager", "backend"? (fusekit only),
+           "speedup"? / "call_speedup"? (fusekit only: baseline time / fusekit time per baseline)}
+          or {"error": "why it did not run"}
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+
+import torch
+
+SCHEMA = 1
+
+
+def derive(row: dict, copy_gbps: float) -> None:
+    """Adds GB/s and % of copy bandwidth to each result, and fusekit's speedups over the others."""
+    for result in row["results"].values():
+        if "time_us" in result:
+            result["GBps"] = row["bytes"] / (result["time_us"] * 1e-6) / 1e9
+            result["pct_copy"] = 100.0 * result["GBps"] / copy_gbps
+    ours = row["results"].get("fusekit", {})
+    if "time_us" not in ours:
+        return
+    for key, field in (("speedup", "time_us"), ("call_speedup", "call_us")):
+        ours[key] = {name: result[field] / ours[field]
+                     for name, result in row["results"].items()
+                     if name != "fusekit" and field in result}
+
+
+def _git(args: list, cwd: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10,
+                          check=True)
+    return done.stdout.strip()
+
+
+def commit() -> dict | None:
+    """The fusekit commit: from $FUSEKIT_COMMIT, else git, if the package runs from a checkout."""
+    if os.environ.get("FUSEKIT_COMMIT"):
+        return {"commit": os.environ["FUSEKIT_COMMIT"], "source": "FUSEKIT_COMMIT"}
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        top = _git(["rev-parse", "--show-toplevel"], here)
+        if not os.path.isdir(os.path.join(top, "include", "fusekit")):
+            return None  # some other repository holds the installed package
+        dirty = bool(_git(["status", "--porcelain", "--untracked-files=no"], top))
+        return {"commit": _git(["rev-parse", "HEAD"], top), "dirty": dirty, "source": "git"}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(device: str, timing_note: str, options: dict) -> dict:
+    import fusekit
+
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:  # not installed, or broken: the seed kernels then do not run either
+        triton_version = None
+    gpu = None
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        gpu = {"name": props.name, "sms": props.multi_processor_count,
+               "memory_GiB": round(props.total_memory / 2**30, 1),
+               "l2_MiB": round(props.L2_cache_size / 2**20, 1)}
+    build_info = getattr(fusekit, "build_info", None)
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device,
+        "gpu": gpu,
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torch_hip": getattr(torch.version, "hip", None),
+        "triton": triton_version,
+        "fusekit": getattr(fusekit, "__version__", None),
+        "fusekit_build": build_info() if callable(build_info) else None,
+        "commit": commit(),
+        "timing": timing_note,
+        "options": options,
+    }
+
+
+def write_json(path: str, env: dict, copy_gbps: float, rows: list, skipped: list) -> None:
+    document = {"schema": SCHEMA, "env": env, "copy_GBps": copy_gbps, "rows": rows,
+                "skipped": skipped}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(document, f, indent=1)
+        f.write("\n")
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _cells(key: list, label: str, name: str, result: dict, ours: dict, notes: list) -> list:
+    if "error" in result:
+        notes.append(f"{label} {name}: {result['error']}")
+        return key + [name, f"error [{len(notes)}]"] + [""] * 6
+    backend = result.get("backend", "")
+    if backend.startswith("fallback"):
+        if backend not in notes:
+            notes.append(backend)
+        backend = f"fallback [{notes.index(backend) + 1}]"
+    speedup = ours.get("speedup", {}).get(name)
+    call_speedup = ours.get("call_speedup", {}).get(name)
+    return key + [name, backend, f"{_us(result['time_us'])} {result['method']}",
+                  _us(result.get("call_us")), f"{result['GBps']:.1f}",
+                  f"{result['pct_copy']:.0f}%", _times(speedup), _times(call_speedup)]
+
+
+def table(rows: list, device: str) -> str:
+    """One line per implementation, the op and shape on the first line of each group."""
+    time_head = "GPU us" if device == "cuda" else "host us"
+    header = ["op", "M", "N", "impl", "backend", time_head, "call us", "GB/s", "% copy",
+              "fusekit x", "call x"]
+    groups, notes = [], []
+    for row in rows:
+        ours = row["results"].get("fusekit", {})
+        label = f"{row['op']} {row['M']}x{row['N']}"
+        key = [row["op"], str(row["M"]), str(row["N"])]
+        groups.append([_cells(key if i == 0 else ["", "", ""], label, name, result, ours, notes)
+                       for i, (name, result) in enumerate(row["results"].items())])
+    lines = [cells for group in groups for cells in group]
+    widths = [max(len(cells[i]) for cells in [header] + lines) for i in range(len(header))]
+    left = {0, 3, 4}  # text columns; numbers are right-aligned
+
+    def fmt(cells):
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [fmt(header), fmt(["-" * w for w in widths])]
+    for i, group in enumerate(groups):
+        if i:
+            out.append("")
+        out += [fmt(cells) for cells in group]
+    out += [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
+    return "\n".join(out)
+
+
+def summary(env: dict, copy_gbps: float) -> str:
+    where = env["gpu"]["name"] if env.get("gpu") else f"CPU ({env['cpu']}, no GPU used)"
+    build = env.get("fusekit_build") or {}
+    library = (build.get("library") or {}).get("loaded")
+    backends = ", ".join(build.get("backends") or []) or "none"
+    lines = [
+        f"device: {where}; torch {env['torch']}, triton {env['triton'] or 'not installed'}",
+        f"fusekit {env['fusekit']}: compiled library {'loaded' if library else 'not loaded'}"
+        f" (kernels for: {backends}); commit {(env.get('commit') or {}).get('commit', 'unknown')}",
+        f"timing: {env['timing']}",
+        f"copy bandwidth (read + write, same method): {copy_gbps:.1f} GB/s",
+        "call us = host wall clock per call of back-to-back calls (dispatch included); "
+        "fusekit x / call x = baseline time / fusekit time",
+    ]
+    return "\n".join(lines)
