@@ -20,7 +20,8 @@ using detail::NormBackwardProblem;
 constexpr int kMinBlock = 128;
 // Static shared memory of the rows kernel (its two reduction buffers), out of the block's budget.
 constexpr int kStaticSmem = 2 * kBackwardMaxBlock * static_cast<int>(sizeof(float));
-// Dynamic shared memory above this needs the kernel's limit raised first (CUDA's default).
+// Shared memory (static + dynamic) above this needs the kernel's limit raised first (CUDA's
+// default).
 constexpr int kDefaultDynamicSmem = 48 * 1024;
 
 struct BackwardLaunch {
@@ -85,7 +86,8 @@ int widest_load(const NormBackwardProblem& p) {
 template <typename TG, typename TH, typename TW, int kGroup, int kLoad, int kWarp>
 Status launch_rows(const NormBackwardArgs& a, const BackwardLaunch& l, StreamHandle stream) {
   auto kernel = norm_backward_rows_kernel<TG, TH, TW, kGroup, kLoad, kWarp>;
-  if (l.smem > static_cast<size_t>(kDefaultDynamicSmem)) {
+  // The default limit covers static and dynamic shared memory together.
+  if (l.smem + kStaticSmem > static_cast<size_t>(kDefaultDynamicSmem)) {
     const ErrorCode e = set_max_dynamic_smem(kernel, static_cast<int>(l.smem));
     if (e != kSuccess) return status_from("norm backward: raising the shared-memory limit", e);
   }
