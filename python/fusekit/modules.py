@@ -102,18 +102,20 @@ class LayerNorm(nn.Module):
 
     def _rows(self, t: Tensor) -> Tensor:
         k = len(self.normalized_shape)
-        if k == 1:
-            return t
         if tuple(t.shape[-k:]) != self.normalized_shape:
             raise ValueError(f"LayerNorm: x: expected trailing shape {list(self.normalized_shape)} "
                              f"but got {list(t.shape)}")
         return t.reshape(*t.shape[:-k], math.prod(self.normalized_shape))
 
     def _flat(self, p: Tensor | None) -> Tensor | None:
-        return None if p is None else p.reshape(-1)
+        return p if p is None or p.dim() == 1 else p.reshape(-1)
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
         w, b = self._flat(self.weight), self._flat(self.bias)
+        if len(self.normalized_shape) == 1:
+            if residual is None:
+                return F.layer_norm(x, w, b, self.eps)
+            return F.fused_add_layer_norm(x, residual, w, b, self.eps)
         if residual is None:
             return F.layer_norm(self._rows(x), w, b, self.eps).view(x.shape)
         y, h = F.fused_add_layer_norm(self._rows(x), self._rows(residual), w, b, self.eps)

@@ -1,6 +1,6 @@
 """torch.compile(fullgraph=True) over code that uses every kind of fusekit call (functional, fused,
 in place, modules, training), on each device: no graph break, the compiled graph calls the fusekit
-operators, and results equal eager. On the GPU also CUDA-graph capture and replay, which needs
+operators, and results equal eager; likewise torch.export. On the GPU also CUDA-graph capture and replay, which needs
 kernels that launch on the current stream, allocate only through PyTorch and never synchronize."""
 
 from __future__ import annotations
@@ -88,6 +88,27 @@ def test_training_step(device, gen):
         grads.append([xl.grad, norm.weight.grad, ln.weight.grad, ln.bias.grad])
     for eager, compiled in zip(*grads):
         assert torch.equal(eager, compiled)
+
+
+def test_export(device, gen):
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rms = fusekit.RMSNorm(769, device=device)
+            self.ln = fusekit.LayerNorm(769, device=device)
+
+        def forward(self, x, residual):
+            y, h = self.rms(x, residual)
+            return self.ln(y), h
+
+    model = Block()
+    args = (randn((6, 769), F32, device, gen), randn((6, 769), F32, device, gen))
+    exported = torch.export.export(model, args)
+    called = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    assert {"fusekit.fused_add_rms_norm_with_rstd.default",
+            "fusekit.layer_norm_with_stats.default"} <= called
+    for a, e in zip(exported.module()(*args), model(*args)):
+        assert torch.equal(a, e)
 
 
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
