@@ -26,4 +26,4 @@ cmake --build "$build" --target fusekit_torch -j "${JOBS:-$(nproc)}"
 install -m 755 "$build/torch/libfusekit_torch.so" python/fusekit/
 install -m 644 "$build/torch/fusekit_build_info.json" python/fusekit/
 echo "fusekit: python/fusekit/libfusekit_torch.so built for:"
-"$python" -c 'import json; print(json.dumps(json.load(open("python/fusekit/fusekit_build_info.json")), indent=2))'
+cat python/fusekit/fusekit_build_info.json

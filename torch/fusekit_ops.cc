@@ -132,9 +132,9 @@ float to_float(double v) { return static_cast<float>(v); }
 void rms_norm_out(Tensor out, Tensor x, Tensor weight, double eps, double weight_offset,
                   bool weight_after_cast, OptTensor rstd) {
   const char* op = "rms_norm";
-  raise_if_error(fusekit::rms_norm(view(out, op, "out"), view(x, op, "x"), view(weight, op, "weight"),
-                          to_float(eps), to_float(weight_offset),
-                          options(rstd, std::nullopt, weight_after_cast, op), stream_of(x)));
+  raise_if_error(fusekit::rms_norm(
+      view(out, op, "out"), view(x, op, "x"), view(weight, op, "weight"), to_float(eps),
+      to_float(weight_offset), options(rstd, std::nullopt, weight_after_cast, op), stream_of(x)));
 }
 
 Tensor rms_norm(Tensor x, Tensor weight, double eps, double weight_offset,
@@ -200,9 +200,9 @@ void fused_add_rms_norm_inplace(Tensor x, Tensor residual, Tensor weight, double
 void layer_norm_out(Tensor out, Tensor x, OptTensor weight, OptTensor bias, double eps,
                     OptTensor mean, OptTensor rstd) {
   const char* op = "layer_norm";
-  raise_if_error(fusekit::layer_norm(view(out, op, "out"), view(x, op, "x"), view(weight, op, "weight"),
-                            view(bias, op, "bias"), to_float(eps),
-                            options(rstd, mean, false, op), stream_of(x)));
+  raise_if_error(fusekit::layer_norm(view(out, op, "out"), view(x, op, "x"),
+                                    view(weight, op, "weight"), view(bias, op, "bias"),
+                                    to_float(eps), options(rstd, mean, false, op), stream_of(x)));
 }
 
 Tensor layer_norm(Tensor x, OptTensor weight, OptTensor bias, double eps) {

@@ -17,9 +17,9 @@
 // treated as the identity, as is usual for rounding in mixed-precision training.
 //
 // Dtypes. grad_out: the forward output's dtype (float32, float16 or bfloat16). h: grad_out's dtype
-// or float32 (the fp32 residual stream); grad_h and grad_residual_out: h's dtype. weight: grad_out's
-// dtype or float32; grad_weight and grad_bias: weight's dtype (without a weight, grad_bias is
-// grad_out's dtype or float32). rstd, mean: float32 with M elements. Shapes and strides follow
+// or float32 (the fp32 residual stream); grad_h and grad_residual_out: h's dtype. weight:
+// grad_out's dtype or float32; grad_weight and grad_bias: weight's dtype (without a weight,
+// grad_bias is grad_out's dtype or float32). rstd, mean: float32 with M elements. Shapes and strides follow
 // norm.h: [..., N] with rows of any stride >= N and a contiguous last dimension.
 //
 // Determinism. grad_weight and grad_bias are sums over rows. They are formed without atomics:

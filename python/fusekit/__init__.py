@@ -31,7 +31,12 @@ from .modules import LayerNorm, RMSNorm
 if _loader.STATE.loaded:
     from . import _registration
 
-    _registration.register()
+    try:
+        _registration.register()
+    except Exception as error:  # an incompatible torch.library; the eager code still works
+        _loader.STATE.loaded = False
+        _loader.STATE.reason = (
+            f"registering the operators' fake and autograd kernels failed: {error}")
 
 __all__ = [
     "__version__",

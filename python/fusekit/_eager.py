@@ -1,4 +1,4 @@
-"""PyTorch eager implementations of fusekit's ops: the fallback when the compiled kernels cannot run.
+"""PyTorch eager implementations of fusekit's ops: the fallback when the compiled kernels can't run.
 
 They follow the definitions in include/fusekit/norm.h (statistics and products in float32, or in
 x's dtype when that is wider; the fused add rounded to the residual dtype before it is

@@ -116,6 +116,10 @@ def _load() -> LibraryState:
         name.strip() for name in os.environ.get("FUSEKIT_DISABLE_OPS", "").split(",")
         if name.strip()
     )
+    unknown = sorted(disabled_ops - set(OP_FAMILIES))
+    if unknown:
+        warnings.warn(f"FUSEKIT_DISABLE_OPS: unknown op families {unknown} (known: "
+                      f"{', '.join(OP_FAMILIES)})", RuntimeWarning, stacklevel=2)
     state = LibraryState(disabled_ops=disabled_ops)
     if os.environ.get("FUSEKIT_DISABLE", "") not in ("", "0"):
         state.disabled = True

@@ -22,7 +22,8 @@ class NormBackward : public ::testing::TestWithParam<Param> {
   Backend backend() const { return std::get<0>(GetParam()); }
   BackwardOp op() const { return std::get<1>(GetParam()); }
 
-  // grad_out's dtype; h's: grad_out's or (after a fused add) float32; weight: grad_out's or float32.
+  // grad_out's dtype; h's: grad_out's or (after a fused add) float32; weight: grad_out's or
+  // float32.
   std::vector<BackwardCase> dtype_combinations() const {
     std::vector<BackwardCase> out;
     for (DType g : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {

@@ -1,7 +1,8 @@
 """torch.compile(fullgraph=True) over code that uses every kind of fusekit call (functional, fused,
 in place, modules, training), on each device: no graph break, the compiled graph calls the fusekit
-operators, and results equal eager; likewise torch.export. On the GPU also CUDA-graph capture and replay, which needs
-kernels that launch on the current stream, allocate only through PyTorch and never synchronize."""
+operators, and results equal eager; likewise torch.export. On the GPU also CUDA-graph capture and
+replay, which needs kernels that launch on the current stream, allocate only through PyTorch and
+never synchronize."""
 
 from __future__ import annotations
 

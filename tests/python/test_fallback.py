@@ -61,12 +61,16 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def run_probe(tmp_path, **env_changes):
-    """Runs PROBE with PYTHONPATH and the environment adjusted; returns its JSON summary."""
+def run_probe(tmp_path, python_dir=PYTHON_DIR, library=INFO["library"]["path"], **env_changes):
+    """Runs PROBE with the package from `python_dir`, FUSEKIT_LIBRARY=`library` (default: the
+    library this session loaded; None: unset) and the environment changes; returns its JSON
+    summary."""
     env = dict(os.environ)
     for key in ("FUSEKIT_DISABLE", "FUSEKIT_DISABLE_OPS", "FUSEKIT_LIBRARY"):
         env.pop(key, None)
-    env["PYTHONPATH"] = str(env_changes.pop("python_dir", PYTHON_DIR))
+    env["PYTHONPATH"] = str(python_dir)
+    if library:
+        env["FUSEKIT_LIBRARY"] = str(library)
     env.update(env_changes)
     done = subprocess.run([sys.executable, "-c", PROBE.format(tests=TESTS_DIR)], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -95,7 +99,7 @@ def test_missing_library(tmp_path):
     package = tmp_path / "pkg"
     shutil.copytree(os.path.join(PYTHON_DIR, "fusekit"), package / "fusekit",
                     ignore=shutil.ignore_patterns("*.so", "*.json", "__pycache__"))
-    out = run_probe(tmp_path, python_dir=package)
+    out = run_probe(tmp_path, python_dir=package, library=None)
     reason = out["info"]["library"]["reason"]
     assert "libfusekit_torch.so) is not installed" in reason
     assert out["ops"] == []
@@ -113,7 +117,7 @@ def test_library_built_for_a_newer_torch(tmp_path):
     shutil.copy(INFO["library"]["path"], lib_dir / "libfusekit_torch.so")
     build = dict(INFO["build"], torch_version="99.0.0")
     (lib_dir / "fusekit_build_info.json").write_text(json.dumps(build))
-    out = run_probe(tmp_path, FUSEKIT_LIBRARY=str(lib_dir / "libfusekit_torch.so"))
+    out = run_probe(tmp_path, library=lib_dir / "libfusekit_torch.so")
     assert not out["info"]["library"]["loaded"]
     assert "built against PyTorch 99.0.0" in out["info"]["library"]["reason"]
     assert out["ops"] == [] and len(out["warnings"]) == 4
@@ -124,7 +128,7 @@ def test_broken_library_file(tmp_path):
     lib.write_bytes(b"not a shared library")
     (tmp_path / "fusekit_build_info.json").write_text(json.dumps(
         {"torch_version": "2.10.0", "gpu_backend": "none", "torch_gpu_kernels": False}))
-    out = run_probe(tmp_path, FUSEKIT_LIBRARY=str(lib))
+    out = run_probe(tmp_path, library=lib)
     assert f"loading {lib} failed" in out["info"]["library"]["reason"]
     assert out["ops"] == []
 

@@ -1,5 +1,5 @@
-// CPU backend for the backward passes of the normalization family (include/fusekit/norm_backward.h):
-// plain loops with float32 accumulation, following the GPU kernels' structure.
+// CPU backend for the backward passes of the normalization family (fusekit/norm_backward.h): plain
+// loops with float32 accumulation, following the GPU kernels' structure.
 //
 // Rows are split into the problem's partial ranges; each range (one OpenMP work item) computes
 // its rows' input gradients and sums grad_out * xhat and grad_out into its own workspace row, in

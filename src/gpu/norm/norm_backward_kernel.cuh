@@ -119,8 +119,9 @@ __global__ void __launch_bounds__(kBackwardMaxBlock)
     for (int64_t step = 0; step < steps; ++step) {
       const int64_t row = first + step * a.slots + slot;
       const bool active = in_slot && row < last;
-      const TG* dy_row = static_cast<const TG*>(a.grad_out) + (active ? row : 0) * a.grad_out_stride;
-      const TH* h_row = static_cast<const TH*>(a.x) + (active ? row : 0) * a.x_stride;
+      const int64_t r = active ? row : 0;
+      const TG* dy_row = static_cast<const TG*>(a.grad_out) + r * a.grad_out_stride;
+      const TH* h_row = static_cast<const TH*>(a.x) + r * a.x_stride;
       const float rstd = active ? a.rstd[row] : 0.0f;
       const float mean = active && a.layer ? a.mean[row] : 0.0f;
 
