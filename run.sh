@@ -3,20 +3,34 @@
 #
 #   ./run.sh bench [benchmark args]   build, then run the benchmark (on the GPU when there is one,
 #                                     else on the CPU backend); JSON goes to build/bench.json
-#   ./run.sh test                     build, then run every test with ctest (GPU tests run when a
-#                                     GPU is present and are skipped, with the reason, otherwise)
+#   ./run.sh test                     build, then run every test: the C++ suite with ctest, and the
+#                                     PyTorch operators and Python package with pytest (GPU tests
+#                                     run when a GPU is present and are skipped, with the reason,
+#                                     otherwise)
 #
-# Both install missing build dependencies first (scripts/install_deps.sh). FUSEKIT_GPU (AUTO,
-# CUDA, HIP, OFF) and CUDA_ARCHS / HIP_ARCHS override the backend and targets.
+# Both install missing build dependencies first (scripts/install_deps.sh; for test also torch and
+# pytest from requirements-test.txt, with pip, when python3 lacks them). FUSEKIT_GPU (AUTO, CUDA,
+# HIP, OFF) and CUDA_ARCHS / HIP_ARCHS override the backend and targets; FUSEKIT_PYTHON_TESTS=0
+# skips the Python part (no torch, no operator library, no pytest).
 set -euo pipefail
 cd "$(dirname "$0")"
 what=${1:-}
 [ $# -gt 0 ] && shift
 
-scripts/install_deps.sh
+python_tests=OFF
+if [ "$what" = test ] && [ "${FUSEKIT_PYTHON_TESTS:-1}" != 0 ]; then
+  python_tests=ON
+  scripts/install_deps.sh --python
+else
+  scripts/install_deps.sh
+fi
 
 build_dir=build/release
 args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEKIT_GPU="${FUSEKIT_GPU:-AUTO}")
+# test builds the PyTorch operator library (torch/) too, against python3's torch.
+if [ "$what" = test ]; then
+  args+=(-DFUSEKIT_TORCH="$python_tests" -DPython_EXECUTABLE="$(command -v python3)")
+fi
 if [ -n "${CUDA_ARCHS:-}" ]; then
   args+=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -33,6 +47,10 @@ case "$what" in
   test)
     cmake --build "$build_dir"
     ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)"
+    if [ "$python_tests" = ON ]; then
+      FUSEKIT_LIBRARY="$PWD/$build_dir/torch/libfusekit_torch.so" PYTHONPATH=python \
+        python3 -m pytest -q tests/python
+    fi
     ;;
   *)
     echo "usage: ./run.sh bench [args] | ./run.sh test" >&2
