@@ -38,18 +38,9 @@ if _loader.STATE.loaded:
         _loader.STATE.reason = (
             f"registering the operators' fake and autograd kernels failed: {error}")
 
-__all__ = [
-    "__version__",
-    "build_info",
-    "rms_norm",
-    "fused_add_rms_norm",
-    "fused_add_rms_norm_",
-    "layer_norm",
-    "fused_add_layer_norm",
-    "fused_add_layer_norm_",
-    "RMSNorm",
-    "LayerNorm",
-]
+from . import functional as _functional
+
+__all__ = ["__version__", "build_info", *_functional.__all__, "RMSNorm", "LayerNorm"]
 
 
 def build_info() -> dict:
