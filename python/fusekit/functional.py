@@ -119,6 +119,60 @@ def _param(t: Tensor | None) -> Tensor | None:
     return t if t is None or t.is_contiguous() else t.contiguous()
 
 
+# ---- the direct path -----------------------------------------------------------------------------
+# Most inference calls pass contiguous tensors that need no gradient, of dtypes the kernels take,
+# outside torch.compile tracing. Those go straight to the operator's out= form, into an output
+# allocated here: the C++ operator checks every argument itself (same errors, ValueError naming
+# the argument), so skipping the Python checks changes no result, and the out= forms carry no
+# Python autograd kernel (the functional operators do, for callers of torch.ops.fusekit.*, and it
+# costs more than the rest of the call together). Everything else takes the checked path below.
+
+_direct_kernels: dict = {}  # (op, device type, dtypes...) -> whether compiled kernels serve it
+
+
+def _direct_entry(name: str):
+    """The out= operator's C++ entry point (OpOverload._op, skipping OpOverload.__call__'s Python
+    frame, where this torch has it); None when the library is not loaded (_direct() is then never
+    true)."""
+    try:
+        overload = getattr(torch.ops.fusekit, name).default
+    except AttributeError:
+        return None
+    return getattr(overload, "_op", overload)
+
+
+_direct_rms_norm = _direct_entry("rms_norm_out")
+_direct_fused_add_rms_norm = _direct_entry("fused_add_rms_norm_out")
+_direct_layer_norm = _direct_entry("layer_norm_out")
+_direct_fused_add_layer_norm = _direct_entry("fused_add_layer_norm_out")
+
+
+def _direct(op: str, x, weight, bias=None, residual=None, residual_dtype=None) -> bool:
+    """Whether this call may take the direct path (see above)."""
+    try:
+        if torch.is_grad_enabled() and (
+                x.requires_grad or (weight is not None and weight.requires_grad)
+                or (bias is not None and bias.requires_grad)
+                or (residual is not None and residual.requires_grad)):
+            return False
+        if not (x.is_contiguous() and (weight is None or weight.is_contiguous())
+                and (bias is None or bias.is_contiguous())
+                and (residual is None or residual.is_contiguous())):
+            return False
+        key = (op, x.device.type, x.dtype, None if weight is None else weight.dtype,
+               None if bias is None else bias.dtype,
+               None if residual is None else residual.dtype, residual_dtype)
+    except AttributeError:  # not a tensor: the checked path says so
+        return False
+    if residual is not None and residual_dtype is not None and residual_dtype != residual.dtype:
+        return False  # needs a converted copy of residual first
+    ok = _direct_kernels.get(key)
+    if ok is None:
+        ok = _direct_kernels[key] = _loader.fallback_reason(
+            op, x, (weight, bias), None if residual is None else residual.dtype) is None
+    return ok and not torch.compiler.is_compiling()
+
+
 # ---- RMSNorm -------------------------------------------------------------------------------------
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float = 0.0, *,
@@ -132,6 +186,10 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float 
     product is formed in float32 and rounded once. x: [..., N] float32, float16 or bfloat16;
     weight: [N], x's dtype or float32. Returns y (x's dtype and shape), or `out` filled with it.
     """
+    if out is None and weight is not None and _direct("rms_norm", x, weight):
+        y = torch.empty_like(x)
+        _direct_rms_norm(y, x, weight, eps, weight_offset, weight_after_cast)
+        return y
     op = "rms_norm"
     _check_args(op, x, {"weight": (weight, False)}, eps=eps, weight_offset=weight_offset)
     _check_out(op, "out", out, x.shape, x.dtype, x.device)
@@ -166,6 +224,14 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float =
     bf16 or fp16 activations. Returns (y, residual_out), or the given `out` / `residual_out`
     filled with them.
     """
+    if out is None and residual_out is None and weight is not None and residual is not None and _direct(
+            "fused_add_rms_norm", x, weight,
+                                                        residual=residual,
+                                                        residual_dtype=residual_dtype):
+        y, h = torch.empty_like(x), torch.empty_like(residual)
+        _direct_fused_add_rms_norm(y, h, x, residual, weight, eps, weight_offset,
+                                   weight_after_cast)
+        return y, h
     op = "fused_add_rms_norm"
     _check_args(op, x, {"weight": (weight, False)}, residual, eps, weight_offset)
     r_dtype = residual_dtype or residual.dtype
@@ -232,6 +298,10 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     weight and bias: [N], x's dtype or float32 (the same for both). Returns y (x's dtype and
     shape), or `out` filled with it.
     """
+    if out is None and _direct("layer_norm", x, weight, bias):
+        y = torch.empty_like(x)
+        _direct_layer_norm(y, x, weight, bias, eps)
+        return y
     op = "layer_norm"
     _check_args(op, x, {"weight": (weight, True), "bias": (bias, True)}, eps=eps)
     _check_out(op, "out", out, x.shape, x.dtype, x.device)
@@ -264,6 +334,11 @@ def fused_add_layer_norm(x: Tensor, residual: Tensor, weight: Tensor | None = No
     residual_dtype defaults to residual's dtype. Returns (y, residual_out), or the given `out` /
     `residual_out` filled with them.
     """
+    if out is None and residual_out is None and residual is not None and _direct(
+            "fused_add_layer_norm", x, weight, bias, residual, residual_dtype):
+        y, h = torch.empty_like(x), torch.empty_like(residual)
+        _direct_fused_add_layer_norm(y, h, x, residual, weight, bias, eps)
+        return y, h
     op = "fused_add_layer_norm"
     _check_args(op, x, {"weight": (weight, True), "bias": (bias, True)}, residual, eps)
     r_dtype = residual_dtype or residual.dtype

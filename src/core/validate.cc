@@ -113,12 +113,13 @@ Status expect_same_shape(const char* op, const char* arg, const TensorView& t,
 
 Status expect_dtype_in(const char* op, const char* arg, DType actual,
                        std::initializer_list<DType> allowed) {
-  std::ostringstream names;
-  int i = 0;
   for (DType d : allowed) {
     if (d == actual) return Status();
-    names << (i++ ? " or " : "") << dtype_name(d);
   }
+  // Only a failed check pays for building the message.
+  std::ostringstream names;
+  int i = 0;
+  for (DType d : allowed) names << (i++ ? " or " : "") << dtype_name(d);
   return unsupported(op, arg, "expected dtype " + names.str() + " but got " + dtype_name(actual));
 }
 

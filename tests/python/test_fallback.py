@@ -90,8 +90,9 @@ def test_disable_everything(tmp_path):
 def test_disable_some_ops(tmp_path):
     out = run_probe(tmp_path, FUSEKIT_DISABLE_OPS="rms_norm, layer_norm")
     assert out["info"]["disabled_ops"] == ["layer_norm", "rms_norm"]
-    assert "rms_norm" not in out["ops"] and "layer_norm" not in out["ops"]
-    assert "fused_add_rms_norm" in out["ops"] and "fused_add_layer_norm" in out["ops"]
+    ran = {op.removesuffix("_out") for op in out["ops"]}  # without grad, the out= forms run
+    assert "rms_norm" not in ran and "layer_norm" not in ran
+    assert "fused_add_rms_norm" in ran and "fused_add_layer_norm" in ran
     assert out["warnings"] == []
 
 

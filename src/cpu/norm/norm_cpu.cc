@@ -15,6 +15,9 @@ namespace fusekit::detail {
 namespace {
 
 constexpr int kLanes = 8;
+// Below this many elements a parallel region costs more than it saves (waking the OpenMP team
+// takes microseconds; one row of a few thousand elements takes less).
+constexpr int64_t kParallelMinElements = int64_t{1} << 16;
 
 inline float sum_fixed_order(const float* acc) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
@@ -28,7 +31,7 @@ void norm_rows(const NormProblem& p) {
   const auto* bias = static_cast<const TW*>(p.bias);
 
 #if defined(_OPENMP)
-#pragma omp parallel
+#pragma omp parallel if (p.rows > 1 && p.rows * n >= kParallelMinElements)
 #endif
   {
     std::vector<float> h(static_cast<size_t>(n));
