@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Builds fusekit for the local GPU and runs, in one go, what a GPU change must pass: the test
-# suite, compute-sanitizer memcheck and racecheck over the GPU tests, and the benchmark.
+# suite, compute-sanitizer memcheck and racecheck over the GPU tests, the benchmark, and (when
+# python3 has torch) the PyTorch operators' pytest suite and the comparative Python benchmark.
 # Logs and JSON go to $LOG_DIR (default build/gpu-check).
 #
 #   scripts/gpu_check.sh [steps...]
-#     steps: build test memcheck racecheck bench sweep (default: build test memcheck racecheck bench)
+#     steps: build test memcheck racecheck bench sweep pytest pybench
+#     (default: build test memcheck racecheck bench pytest)
 #
 # Environment: CUDA_ARCH (default 90a), BUILD_DIR (default build/gpu), LOG_DIR, BENCH_ARGS,
-# CMAKE_ARGS (extra configure arguments).
+# PYBENCH_ARGS (for `python3 -m fusekit bench`, e.g. --seed-dir DIR), CMAKE_ARGS (extra
+# configure arguments).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build test memcheck racecheck bench)
+[ ${#steps[@]} -eq 0 ] && steps=(build test memcheck racecheck bench pytest)
 BUILD_DIR=${BUILD_DIR:-build/gpu}
 LOG_DIR=${LOG_DIR:-build/gpu-check}
 CUDA_ARCH=${CUDA_ARCH:-90a}
@@ -30,9 +33,15 @@ run() {  # name command...: runs, logs, records failure
   return $rc
 }
 
+# The PyTorch operator library is built into the same tree when python3 has torch.
+torch_args=()
+if python3 -c "import torch" >/dev/null 2>&1; then
+  torch_args=(-DFUSEKIT_TORCH=ON -DPython_EXECUTABLE="$(command -v python3)")
+fi
 if has build; then
   run configure cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DFUSEKIT_GPU=CUDA -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DFUSEKIT_RESOURCE_USAGE=ON ${CMAKE_ARGS:-}
+      -DFUSEKIT_GPU=CUDA -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DFUSEKIT_RESOURCE_USAGE=ON \
+      "${torch_args[@]}" ${CMAKE_ARGS:-}
   run build cmake --build "$BUILD_DIR" -j "$(nproc)" || exit 1
 fi
 tests="$BUILD_DIR/tests/cpp/fusekit_tests"
@@ -58,5 +67,15 @@ fi
 if has sweep; then
   run sweep "$BUILD_DIR/bench/fusekit_bench" --sweep --json "$LOG_DIR/sweep.json" ${BENCH_ARGS:-}
   cat "$LOG_DIR/sweep.log"
+fi
+python_env=(env FUSEKIT_LIBRARY="$PWD/$BUILD_DIR/torch/libfusekit_torch.so" PYTHONPATH=python)
+if has pytest; then
+  run pytest "${python_env[@]}" python3 -m pytest -q tests/python
+fi
+if has pybench; then
+  # shellcheck disable=SC2086
+  run pybench "${python_env[@]}" python3 -m fusekit bench --no-progress \
+      --json "$LOG_DIR/pybench.json" --plot "$LOG_DIR/pybench.png" ${PYBENCH_ARGS:-}
+  cat "$LOG_DIR/pybench.log"
 fi
 exit $status
