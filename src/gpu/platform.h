@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
 #define FUSEKIT_PLATFORM_HIP 1
@@ -153,6 +154,8 @@ struct DeviceInfo {
   int max_smem_per_block = 48 * 1024;  // opt-in limit, bytes
   int l2_bytes = 0;
   bool supports_pdl = false;  // programmatic dependent launch (CUDA, sm_90+)
+  int max_cluster_blocks = 1;  // thread-block clusters with distributed shared memory (CUDA,
+                               // sm_90+: 8, the portable size); 1 where there are none
 };
 
 // Properties of device `index`, cached; returns kSuccess or the runtime's error.
@@ -172,6 +175,7 @@ inline ErrorCode read_device_info(int index, DeviceInfo* d) {
   if (e != kSuccess) return e;
   d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
   d->supports_pdl = prop.major >= 9;
+  d->max_cluster_blocks = prop.major >= 9 ? 8 : 1;
 #endif
   d->index = index;
   d->warp_size = prop.warpSize;
@@ -222,11 +226,15 @@ ErrorCode set_max_dynamic_smem(Kernel kernel, int bytes) {
 // Launches kernel<<<grid, block, smem, stream>>>(args...). With `pdl` (CUDA sm_90+ only) the
 // launch may begin while the previous kernel in the stream is finishing; kernels launched this
 // way call wait_for_prior_grids() before touching global memory, so results are unchanged.
+//
+// launch_clustered groups consecutive blocks along x into clusters of `cluster_blocks` (which
+// must divide grid.x; 1 is a plain launch); only where DeviceInfo::max_cluster_blocks allows it.
 template <typename... KernelArgs, typename... Args>
-ErrorCode launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                 StreamHandle stream, bool pdl, Args&&... args) {
+ErrorCode launch_clustered(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                           StreamHandle stream, bool pdl, int cluster_blocks, Args&&... args) {
 #if FUSEKIT_PLATFORM_HIP
   (void)pdl;
+  if (cluster_blocks != 1) return hipErrorInvalidValue;
   hipLaunchKernelGGL(kernel, grid, block, smem, stream, static_cast<KernelArgs>(args)...);
   return hipGetLastError();
 #else
@@ -235,13 +243,30 @@ ErrorCode launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t sm
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = pdl ? 1 : 0;
+  cudaLaunchAttribute attributes[2];
+  unsigned count = 0;
+  if (pdl) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (cluster_blocks > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  config.attrs = attributes;
+  config.numAttrs = count;
   return cudaLaunchKernelEx(&config, kernel, static_cast<KernelArgs>(args)...);
 #endif
+}
+
+template <typename... KernelArgs, typename... Args>
+ErrorCode launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                 StreamHandle stream, bool pdl, Args&&... args) {
+  return launch_clustered(kernel, grid, block, smem, stream, pdl, 1, std::forward<Args>(args)...);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -300,6 +325,62 @@ FUSEKIT_DEVICE void wait_for_prior_grids() {
 FUSEKIT_DEVICE void allow_dependent_grids() {
 #if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Thread-block clusters (CUDA sm_90+): the blocks of a cluster run at once and read each other's
+// shared memory. clusters_compiled() says whether the code being compiled can use them: false on
+// HIP and for CUDA architectures before sm_90 (kernels that need clusters start with
+// `if constexpr (!clusters_compiled()) return;` and are never launched there), true in host code.
+FUSEKIT_HOST_DEVICE constexpr bool clusters_compiled() {
+#if FUSEKIT_PLATFORM_HIP
+  return false;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  return false;
+#else
+  return true;
+#endif
+}
+
+#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FUSEKIT_CLUSTER_DEVICE_CODE 1
+#endif
+
+// This block's index within its cluster.
+FUSEKIT_DEVICE unsigned cluster_block_rank() {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+#else
+  return 0;
+#endif
+}
+
+// Barrier over every thread of the cluster: shared-memory writes before it are visible to the
+// cluster's blocks after it (release / acquire).
+FUSEKIT_DEVICE void cluster_barrier() {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+               ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
+// Reads the float at `local` (an address in this block's shared memory) from the shared memory
+// of block `rank` of the cluster.
+FUSEKIT_DEVICE float cluster_read(const float* local, unsigned rank) {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(local));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+#else
+  (void)rank;
+  return *local;
 #endif
 }
 

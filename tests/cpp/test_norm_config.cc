@@ -88,6 +88,35 @@ TEST(NormConfig, LongRowsAreStaged) {
   EXPECT_EQ(c.smem_groups * 16, 227 * 1024 / 16 * 16);  // as much of the row as fits
 }
 
+TEST(NormConfig, LongRowsSpreadOverAClusterWhereThereAreClusters) {
+  NormShape s;
+  s.max_cluster_blocks = 8;
+  s.max_smem_bytes = 227 * 1024;
+  s.cols = 262144;  // 32768 bf16 groups: 8 blocks x 512 threads x 8 groups
+  NormConfig c = choose_norm_config(s);
+  EXPECT_EQ(c.path, NormConfig::Path::kCluster);
+  EXPECT_EQ(c.cluster_blocks, 8);
+  EXPECT_EQ(c.items, 8);
+  EXPECT_EQ(c.block_threads, kNormClusterThreads);
+  s.cols = 32768;  // 4096 groups: at most four per thread while the cluster can grow
+  c = choose_norm_config(s);
+  EXPECT_EQ(c.path, NormConfig::Path::kCluster);
+  EXPECT_EQ(c.cluster_blocks, 2);
+  EXPECT_EQ(c.items, 4);
+  for (int64_t rows : {1, 3, 1024, 100000}) {  // N alone decides (batch invariance)
+    s.rows = rows;
+    EXPECT_EQ(choose_norm_config(s).to_string(), c.to_string());
+  }
+  s.cols = 16384;  // still one block's registers
+  EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kRegisters);
+  s.cols = 262144 + 8;  // beyond what a cluster holds: staged
+  EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kStaged);
+  s.cols = 262144;  // fp32: 65536 groups, also beyond
+  s.group_elems = 4;
+  s.source_elem_bytes = 4;
+  EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kStaged);
+}
+
 TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   NormShape s;
   s.cols = 4096;  // 512 groups
@@ -102,6 +131,14 @@ TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 512, 1, &c));
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 128, 4, &c));
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kStaged, 256, 0, &c));
+  // Cluster path: only with clusters, items a power of two up to 8, a cluster that covers the row.
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 1, &c));  // needs 8 blocks
+  s.max_cluster_blocks = 8;
+  EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kCluster, 64, 1, &c));
+  EXPECT_EQ(c.cluster_blocks, 8);
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 32, 1, &c));   // 16 blocks
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 16, &c));  // > 8 items
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 3, &c));   // items not pow2
 }
 
 }  // namespace

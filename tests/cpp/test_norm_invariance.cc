@@ -4,6 +4,7 @@
 // normalized alone, whether the lone row sits in a fresh aligned buffer or one element off
 // alignment (which changes the kernels' access width but must not change the result); and two
 // runs on the same inputs must be bitwise identical. Sizes cover both kernel paths.
+#include <cmath>
 #include <vector>
 
 #include "gpu/norm/norm_gpu.h"
@@ -41,7 +42,7 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const Backend backend = std::get<0>(GetParam());
   const NormOp op = std::get<1>(GetParam());
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {769, 4096, 5125, 12288, 65536}) {
+    for (int64_t n : {769, 4096, 5125, 12288, 65536, 262144}) {
       NormCase batch;
       batch.op = op;
       batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
@@ -163,6 +164,83 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               reference = bits;
             } else {
               EXPECT_EQ(bits, reference);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The cluster path's shapes (blocks per row x groups per thread) change the summation order, so
+// they need not agree bitwise; each must agree with the staged path (one block per row) to within
+// the rounding of the output: 2^-6 relative (a few ulps of bf16; the float32 sums of 32768 terms
+// differ far less).
+TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  for (const bool layer : {false, true}) {
+    for (const bool add : {false, true}) {
+      const DType dtype = DType::kBFloat16;
+      const int64_t m = 3, n = 32768 - 3;  // not whole groups: the bounds-checked variant too
+      std::mt19937 rng(static_cast<uint32_t>(n + layer + 2 * add));
+      RowBuffer x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n);
+      RowBuffer w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n);
+      for (RowBuffer* in : {&x, &r, &w, &b}) {
+        in->fill_random(rng);
+        in->upload();
+      }
+      detail::NormProblem p;
+      p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
+      p.add_residual = add;
+      p.rows = m;
+      p.cols = n;
+      p.x_dtype = p.weight_dtype = p.residual_dtype = dtype;
+      p.x = x.data();
+      p.x_stride = n;
+      p.residual = r.data();
+      p.residual_stride = n;
+      p.weight = w.data();
+      p.bias = layer ? b.data() : nullptr;
+      p.eps = 1e-5f;
+      p.device = Device::gpu(0);
+      gpu::NormShape shape;
+      ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+      if (shape.max_cluster_blocks < 8) GTEST_SKIP() << "this GPU has no thread-block clusters";
+      auto run = [&](const gpu::NormConfig& config, RowBuffer* out, RowBuffer* r_out) {
+        p.out = out->data();
+        p.out_stride = n;
+        p.residual_out = r_out->data();
+        p.residual_out_stride = n;
+        gpu::NormLaunchOverrides overrides;
+        overrides.config = &config;
+        ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+        ASSERT_TRUE(gpu_synchronize(0).ok());
+        out->download();
+        r_out->download();
+      };
+      gpu::NormConfig staged;
+      ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kStaged,
+                                        gpu::kNormStagedThreads, 0, &staged));
+      RowBuffer expected(Backend::kGPU, dtype, m, n), expected_r(Backend::kGPU, dtype, m, n);
+      run(staged, &expected, &expected_r);
+      for (int items : {1, 2, 4, 8}) {  // 8, 4, 2 and 1 blocks of 512 threads
+        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
+                     " items=" + std::to_string(items));
+        gpu::NormConfig config;
+        ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster,
+                                          gpu::kNormClusterThreads, items, &config));
+        RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+        run(config, &out, &r_out);
+        int bad = 0;
+        for (int64_t row = 0; row < m; ++row) {
+          for (int64_t j = 0; j < n; ++j) {
+            const double want = expected.get(row, j), got = out.get(row, j);
+            if (!(std::fabs(got - want) <= 0x1p-6 * std::fabs(want) + 1e-6) && bad++ < 5) {
+              ADD_FAILURE() << "row " << row << " col " << j << ": " << got << " vs " << want;
+            }
+            if (add && r_out.raw(row, j) != expected_r.raw(row, j) && bad++ < 5) {
+              ADD_FAILURE() << "residual_out differs at row " << row << " col " << j;
             }
           }
         }

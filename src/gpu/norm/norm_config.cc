@@ -36,6 +36,9 @@ std::string NormConfig::to_string() const {
   if (path == Path::kRegisters) {
     s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
       << ")";
+  } else if (path == Path::kCluster) {
+    s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
+      << ",items=" << items << ")";
   } else {
     s << "staged(threads=" << threads_per_row << ",smem_groups=" << smem_groups << ")";
   }
@@ -62,6 +65,17 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
       c.rows_per_block = std::max(c.rows_per_block, warp / threads_per_row);
     }
     c.block_threads = threads_per_row * c.rows_per_block;
+  } else if (path == NormConfig::Path::kCluster) {
+    if (threads_per_row < warp || items < 1 || items > kNormClusterMaxItems ||
+        (items & (items - 1)) != 0) {
+      return false;
+    }
+    const int64_t blocks = next_pow2(ceil_div(groups, static_cast<int64_t>(threads_per_row) * items));
+    if (blocks > shape.max_cluster_blocks) return false;
+    c.items = items;
+    c.cluster_blocks = static_cast<int>(blocks);
+    c.rows_per_block = 1;
+    c.block_threads = threads_per_row;
   } else {
     if (threads_per_row < warp || threads_per_row > kNormStagedThreads) return false;
     c.items = 0;
@@ -94,9 +108,20 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const int items = fills_gpu ? std::max(fewest, most) : fewest;
     make_norm_config(shape, NormConfig::Path::kRegisters, next_pow2(ceil_div(groups, items)),
                      items, &c);
-  } else {
-    make_norm_config(shape, NormConfig::Path::kStaged, kNormStagedThreads, 0, &c);
+    return c;
   }
+  // Longer rows over a cluster's blocks: at most four groups per thread while the cluster can
+  // grow (more blocks share the row's latency), up to kNormClusterMaxItems at the largest
+  // cluster; N alone decides, so a row's result does not depend on the batch.
+  const int64_t per_block_at_four = static_cast<int64_t>(kNormClusterThreads) * 4;
+  const int64_t blocks = std::min<int64_t>(next_pow2(ceil_div(groups, per_block_at_four)),
+                                           std::max(shape.max_cluster_blocks, 1));
+  const int items = next_pow2(ceil_div(groups, blocks * kNormClusterThreads));
+  if (shape.max_cluster_blocks > 1 &&
+      make_norm_config(shape, NormConfig::Path::kCluster, kNormClusterThreads, items, &c)) {
+    return c;
+  }
+  make_norm_config(shape, NormConfig::Path::kStaged, kNormStagedThreads, 0, &c);
   return c;
 }
 

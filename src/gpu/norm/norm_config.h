@@ -3,8 +3,14 @@
 // Kept apart from the kernels so that it can be read, tested and tuned on its own (the benchmark's
 // --sweep mode times alternatives to it). Plain C++: no GPU header needed.
 //
-// Batch invariance. The path (registers or staged) and the staged path's shape change the
-// reduction order, so they depend only on N, the dtypes and the device. Within the registers path
+// Paths. Rows up to 2048 groups of 16 bytes (N = 16384 bf16) stay in the registers of one block.
+// Longer rows, where the GPU has thread-block clusters, are split over the blocks of a cluster,
+// still in registers, their partial sums combined through distributed shared memory (one read and
+// one write of the row, as for short rows). Elsewhere (no clusters, or rows beyond what a cluster
+// holds) the staged path keeps what fits of the row in shared memory and re-reads the rest.
+//
+// Batch invariance. The path and the cluster and staged paths' shapes change the reduction order,
+// so they depend only on N, the dtypes and the device. Within the registers path
 // every power-of-two `items` sums in the same order (norm_kernel.cuh), so there the batch size
 // may choose: one group per thread while the rows do not fill the GPU (latency), four when they
 // do (bandwidth).
@@ -16,12 +22,13 @@
 namespace fusekit::gpu {
 
 struct NormConfig {
-  enum class Path { kRegisters, kStaged };
+  enum class Path { kRegisters, kCluster, kStaged };
   Path path = Path::kRegisters;
-  int threads_per_row = 32;  // a power of two
-  int items = 1;             // registers path: 16-byte groups per thread
+  int threads_per_row = 32;  // a power of two (cluster path: threads per block)
+  int items = 1;             // registers and cluster paths: 16-byte groups per thread
   int rows_per_block = 1;    // registers path
   int block_threads = 32;    // threads_per_row * rows_per_block (staged: threads per row)
+  int cluster_blocks = 1;    // cluster path: blocks sharing a row
   int64_t smem_groups = 0;   // staged path: groups of a row kept in shared memory
 
   std::string to_string() const;
@@ -36,6 +43,7 @@ struct NormShape {
   int warp_size = 32;
   int max_smem_bytes = 48 * 1024;  // per block, opt-in limit
   int sm_count = 132;
+  int max_cluster_blocks = 1;  // largest thread-block cluster (1: none)
 };
 
 // Registers path: up to this many 16-byte groups per thread.
@@ -43,11 +51,16 @@ constexpr int kNormMaxItems = 4;
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
 constexpr int kNormStagedThreads = 512;
+// Cluster path: threads per block, and 16-byte groups per thread (the row's slice in registers).
+constexpr int kNormClusterThreads = 512;
+constexpr int kNormClusterMaxItems = 8;
 
 NormConfig choose_norm_config(const NormShape& shape);
 
-// A registers-path config with `threads_per_row` x `items` groups (items a power of two), or the
-// staged path with `threads_per_row` threads; used by the benchmark's sweep and the tests.
+// A registers-path config with `threads_per_row` x `items` groups (items a power of two), a
+// cluster-path config with blocks of `threads_per_row` threads x `items` groups (as many blocks
+// per row as cover it, a power of two), or the staged path with `threads_per_row` threads; used
+// by the heuristic, the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.
 bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads_per_row,
                       int items, NormConfig* config);

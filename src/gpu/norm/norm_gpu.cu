@@ -63,6 +63,7 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.group_elems = group_elems(p);
   s.source_elem_bytes = static_cast<int>(dtype_size(p.source_dtype()));
   s.warp_size = info.warp_size;
+  s.max_cluster_blocks = info.max_cluster_blocks;
   // The kernels' static shared memory (reduction scratch) comes out of the same budget.
   constexpr int kStaticSmemReserve = 8 * 1024;
   s.max_smem_bytes = info.max_smem_per_block - kStaticSmemReserve;
@@ -123,6 +124,7 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   while ((1 << a.threads_per_row_log2) < cfg.threads_per_row) ++a.threads_per_row_log2;
   a.items = cfg.items;
   a.rows_per_block = cfg.rows_per_block;
+  a.cluster_blocks = cfg.cluster_blocks;
   a.smem_groups = cfg.smem_groups;
 
   const auto s = static_cast<StreamHandle>(stream);

@@ -5,9 +5,13 @@
 // thread (N <= 16384 bf16 or 8192 fp32 with 512 threads) it stays in registers, packed in its
 // storage type: one read of each input, one write of each
 // output, and nothing but shuffles and one barrier in between, which is what small batches (one
-// token, a decode step) need for latency. Beyond that, norm_staged_kernel keeps as much of the
-// row as fits in shared memory and re-reads the rest (from L2, where it was just read) in the
-// second pass; a whole row of up to ~110K bf16 elements fits on an H100.
+// token, a decode step) need for latency. Longer rows, on GPUs with thread-block clusters, are
+// split over the blocks of one cluster (norm_cluster_kernel), each holding its slice in registers
+// the same way, with the partial sums exchanged through distributed shared memory: still one read
+// and one write (up to 8 blocks x 512 threads x 8 groups: N = 262144 bf16). Elsewhere
+// norm_staged_kernel keeps as much of the row as fits in shared memory and re-reads the rest (from
+// L2, where it was just read) in the second pass; a whole row of up to ~110K bf16 elements fits on
+// an H100.
 //
 // Work split. Work comes in "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements). In the
 // registers path thread t takes groups t, t + T, ... and sums follow one fixed tree over the
@@ -52,8 +56,9 @@ struct NormKernelArgs {
   bool weight_after_cast;
   int threads_per_row;  // a power of two
   int threads_per_row_log2;
-  int items;            // registers path: groups per thread (<= kMaxItems)
+  int items;            // registers and cluster paths: groups per thread
   int rows_per_block;   // registers path
+  int cluster_blocks;   // cluster path: blocks per row (one cluster)
   int64_t smem_groups;  // staged path: groups of the row kept in shared memory
 };
 
@@ -70,6 +75,7 @@ struct NormTraits {
   static constexpr int kWarp = kWarp_;
   static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
   static constexpr int kMaxItems = 4;  // registers path: groups per thread (32 bf16 / 16 fp32)
+  static constexpr int kClusterItems = 8;  // cluster path: groups per thread
   // Staged path: groups in flight per thread in pass 1 (two inputs each when adding).
   static constexpr int kBatch = kAdd ? 2 : 4;
   static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
@@ -168,27 +174,29 @@ FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGrou
   }
 }
 
-// The second half of the registers kernel: from a row's x (and residual, in h) packed in
-// registers to the row's outputs. Thread t of the
-// row (of T = tpr threads) holds groups t, t + T, ..., t + (items - 1) T; slots past `items` or
-// past the row hold zeros. Sums first add the elements of each group, then combine groups by
-// their index from the highest bit down: across the thread's groups (tree_sum over kMaxItems
-// slots), then across warps, then across lanes (row_sum). That order depends on neither T nor
-// `items`, so the launch shape can follow the batch size while each row's result stays bitwise
-// the same. Every thread of the block calls this (row_sum has barriers); `active` is false for
-// threads past the last row. LayerNorm's second reduction uses scratch1 while the first may still
-// be read from scratch0. `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
-// absent.
-template <class K, bool kWhole, class Affine>
+// The second half of the registers and cluster kernels: from a row's x (and residual, in h)
+// packed in registers to the row's outputs. Thread t of the row's T = tpr threads (in a cluster:
+// of each block's, whose slice of the row starts at element first_col) holds groups t, t + T, ...,
+// t + (items - 1) T of the slice; slots past `items` or past the row hold zeros. Sums first add
+// the elements of each group, then combine groups by their index from the highest bit down:
+// across the thread's groups (tree_sum over kItems slots), then across warps and lanes, then
+// across a cluster's blocks: `reduce(v, k)` gives the row's total of the threads' values v, with
+// scratch buffer k (LayerNorm's second reduction uses 1 while the first may still be read from 0).
+// On the registers path that order depends on neither T nor `items`, so the launch shape can
+// follow the batch size while each row's result stays bitwise the same. Every thread of the block
+// calls this (reduce has barriers); `active` is false for threads past the last row.
+// `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
+// absent. The thread with `writes_stats` stores rstd and mean.
+template <class K, bool kWhole, int kItems, class Affine, class Reduce>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
-                               int items, Packed<typename K::TX, K::kGroup> (&x)[K::kMaxItems],
-                               Packed<typename K::TR, K::kGroup> (&h)[K::kMaxItems],
-                               const Affine& affine, float* scratch0, float* scratch1) {
+                               int first_col, int items,
+                               Packed<typename K::TX, K::kGroup> (&x)[kItems],
+                               Packed<typename K::TR, K::kGroup> (&h)[kItems],
+                               const Affine& affine, const Reduce& reduce, bool writes_stats) {
   using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
-  constexpr int kItems = K::kMaxItems;
-  const int n = static_cast<int>(a.cols);  // <= 16384 on these paths
+  const int n = static_cast<int>(a.cols);  // <= 262144 on these paths
   // Whether item i of this thread lies in the row (and element e of it, for partial groups).
   auto in_row = [&](int i, int col, int e) {
     return i < items && (kWhole ? col < n : col + e < n);
@@ -204,7 +212,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         h[i].elems[e] = from_float<TR>(to_float(x[i].elems[e]) + to_float(h[i].elems[e]));
         v[e] = to_float(h[i].elems[e]);
       }
-      const int col = (t + i * tpr) * G;
+      const int col = first_col + (t + i * tpr) * G;
       if (active && in_row(i, col, 0)) store_item<K, kWhole>(r_out, col, n, v);
     }
   } else {
@@ -224,11 +232,10 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     }
     // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
     // depend on how many zero slots the tree held.
-    mean = row_sum<K::kWarp, K::kMaxWarpsPerRow>(tree_sum(part), tpr, scratch0) /
-               static_cast<float>(n) + 0.0f;
+    mean = reduce(tree_sum(part), 0) / static_cast<float>(n) + 0.0f;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
-      const int col = (t + i * tpr) * G;
+      const int col = first_col + (t + i * tpr) * G;
       float v[G];
 #pragma unroll
       for (int e = 0; e < G; ++e) {
@@ -249,15 +256,14 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       part[i] = tree_sum(v);
     }
   }
-  const float total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(
-      tree_sum(part), tpr, K::kLayer ? scratch1 : scratch0);
+  const float total = reduce(tree_sum(part), K::kLayer ? 1 : 0);
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
 
   if (!active) return;
   TX* out_row = static_cast<TX*>(a.out) + row * a.out_stride;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    const int col = (t + i * tpr) * G;
+    const int col = first_col + (t + i * tpr) * G;
     if (in_row(i, col, 0)) {
       float wv[G], bv[G], y[G];
       affine(i, col, wv, bv);
@@ -270,7 +276,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       store_item<K, kWhole>(out_row, col, n, y);
     }
   }
-  if (t == 0) {
+  if (writes_stats) {
     if (a.rstd != nullptr) a.rstd[row] = rstd;
     if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
   }
@@ -290,32 +296,23 @@ FUSEKIT_DEVICE void weight_floats(bool present, const Packed<TW, G>& p, float of
   }
 }
 
-// The registers path: each row is loaded straight into registers by threads_per_row threads
-// (rows_per_block rows per block), then finish_row. kWhole: see load_item.
-template <class K, bool kWhole>
-__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
-    norm_registers_kernel(NormKernelArgs a) {
-  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
+// Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
+// `items` of them) and finishes it (finish_row). Shared by the registers and cluster kernels.
+template <class K, bool kWhole, int kItems, class Reduce>
+FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
+                                        int tpr, int first_col, int items, const Reduce& reduce,
+                                        bool writes_stats) {
   using TX = typename K::TX;
   using TW = typename K::TW;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
-  constexpr int kItems = K::kMaxItems;
-  __shared__ float scratch[2][K::kScratch];
-  const int tpr = 1 << a.threads_per_row_log2;
-  const int items = a.items;
-  const int t = static_cast<int>(threadIdx.x) & (tpr - 1);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * a.rows_per_block +
-                      (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
-  const bool active = row < a.rows;
   const int n = static_cast<int>(a.cols);
 
-  wait_for_prior_grids();
-  allow_dependent_grids();
-
   // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
-  // adding, which is exactly what gets normalized), weight in TW. RMSNorm issues the weight's
-  // loads beside the row's so that their latencies overlap; LayerNorm's come later (affine).
+  // adding, which is exactly what gets normalized), weight in TW. RMSNorm on the registers path
+  // issues the weight's loads beside the row's so that their latencies overlap; LayerNorm, and
+  // the cluster path's twice longer slices, load it later (affine) to save registers.
+  constexpr bool kEarlyWeight = !K::kLayer && kItems <= K::kMaxItems;
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
   Packed<TW, G> w[kItems];
@@ -325,7 +322,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   const bool has_weight = weight != nullptr;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    const int col = (t + i * tpr) * G;
+    const int col = first_col + (t + i * tpr) * G;
     const bool in_row = i < items && col < n;
     if (active && in_row) {
       x[i] = load_item<K, kWhole>(x_row, col, n);
@@ -336,13 +333,13 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
 #pragma unroll
       for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
     }
-    if (!K::kLayer && has_weight && in_row) w[i] = load_item<K, kWhole>(weight, col, n);
+    if (kEarlyWeight && has_weight && in_row) w[i] = load_item<K, kWhole>(weight, col, n);
   }
   const bool has_bias = K::kLayer && a.bias != nullptr;
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
     // LayerNorm loads its weight and bias only now (from cache: every row reads them), keeping
     // registers for occupancy: its row stays in registers across two reductions.
-    if (K::kLayer && has_weight) w[i] = load_item<K, kWhole>(weight, col, n);
+    if (!kEarlyWeight && has_weight) w[i] = load_item<K, kWhole>(weight, col, n);
     weight_floats(has_weight, w[i], a.weight_offset, wv);
     if (has_bias) {
       to_floats(load_item<K, kWhole>(static_cast<const TW*>(a.bias), col, n), bv);
@@ -351,7 +348,65 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  finish_row<K, kWhole>(a, row, active, t, tpr, items, x, h, affine, scratch[0], scratch[1]);
+  finish_row<K, kWhole>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
+                        writes_stats);
+}
+
+// The registers path: each row is loaded straight into registers by threads_per_row threads
+// (rows_per_block rows per block), then finish_row. kWhole: see load_item.
+template <class K, bool kWhole>
+__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
+    norm_registers_kernel(NormKernelArgs a) {
+  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
+  __shared__ float scratch[2][K::kScratch];
+  const int tpr = 1 << a.threads_per_row_log2;
+  const int t = static_cast<int>(threadIdx.x) & (tpr - 1);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * a.rows_per_block +
+                      (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
+
+  wait_for_prior_grids();
+  allow_dependent_grids();
+
+  auto reduce = [&](float v, int k) {
+    return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
+  };
+  normalize_row_slice<K, kWhole, K::kMaxItems>(a, row, row < a.rows, t, tpr, 0, a.items, reduce,
+                                               t == 0);
+}
+
+// The cluster path: the cluster_blocks blocks of a cluster share one row, block r taking the
+// slice that starts at group r * threads * items. Each block sums its slice (row_sum), publishes
+// the partial in its shared memory, and after a cluster barrier every thread adds the blocks'
+// partials in rank order (the same tree, hence the same bits, in every block). A last barrier
+// keeps each block's shared memory alive until the others have read it.
+template <class K, bool kWhole>
+__global__ void __launch_bounds__(K::kMaxThreads, 1) norm_cluster_kernel(NormKernelArgs a) {
+  if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return;
+  __shared__ float scratch[2][K::kScratch];
+  __shared__ float partial[2];
+  const int blocks = a.cluster_blocks;
+  const int rank = static_cast<int>(cluster_block_rank());
+  const int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
+  const int tpr = static_cast<int>(blockDim.x);
+  const int t = static_cast<int>(threadIdx.x);
+  const int first_col = rank * tpr * a.items * K::kGroup;
+
+  wait_for_prior_grids();
+  allow_dependent_grids();
+
+  auto reduce = [&](float v, int k) {
+    const float block_total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
+    if (t == 0) partial[k] = block_total;
+    cluster_barrier();
+    // Lane l reads block (l mod blocks)'s partial; the butterfly over `blocks` lanes then leaves
+    // the rank-ordered tree sum in every lane.
+    const int lane = t % K::kWarp;
+    return warp_sum<K::kWarp>(cluster_read(&partial[k], static_cast<unsigned>(lane % blocks)),
+                              blocks);
+  };
+  normalize_row_slice<K, kWhole, K::kClusterItems>(a, row, true, t, tpr, first_col, a.items,
+                                                   reduce, t == 0 && rank == 0);
+  cluster_barrier();
 }
 
 // Reads group g of h back in the second pass: from shared memory when staged there, else from

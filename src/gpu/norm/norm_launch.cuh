@@ -3,7 +3,7 @@
 // launch_norm<kKind> is instantiated once per kind in its own translation unit (norm_rms.cu,
 // norm_layer.cu) so the two halves of the kernel set compile in parallel. It turns the runtime
 // dtypes, the add flag, the load width and the warp size into template arguments, and launches the
-// registers or the staged kernel. Rows beyond what one grid can index go in several launches.
+// registers, cluster or staged kernel. Rows beyond what one grid can index go in several launches.
 #pragma once
 
 #include <algorithm>
@@ -43,20 +43,24 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   static std::atomic<int> allowed_staged[kMaxDevicesTracked];
   constexpr int64_t kMaxBlocksPerLaunch = INT_MAX;
   size_t smem = 0;
-  auto kernel = norm_registers_kernel<K, false>;
+  const bool cluster = cfg.path == Path::kCluster;
+  auto kernel = cluster ? norm_cluster_kernel<K, false> : norm_registers_kernel<K, false>;
   if constexpr (K::kLoad == K::kGroup) {
-    // Whole groups: the bounds-free variant (one vector access per group, no tail code).
-    if (a.cols % K::kGroup == 0) kernel = norm_registers_kernel<K, true>;
+    // Whole groups: the bounds-free variants (one vector access per group, no tail code).
+    if (a.cols % K::kGroup == 0) {
+      kernel = cluster ? norm_cluster_kernel<K, true> : norm_registers_kernel<K, true>;
+    }
   }
+  const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
   if (cfg.path == Path::kStaged) {
     kernel = norm_staged_kernel<K>;
     smem = static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
     FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_staged));
   }
   const int64_t rows_per_block = cfg.path == Path::kRegisters ? cfg.rows_per_block : 1;
-  // One row (or rows_per_block) per block, in several launches when the rows exceed what one
-  // grid can index.
-  const int64_t rows_per_launch = kMaxBlocksPerLaunch * rows_per_block;
+  // One row (or rows_per_block) per block, or per cluster of blocks, in several launches when the
+  // rows exceed what one grid can index.
+  const int64_t rows_per_launch = kMaxBlocksPerLaunch / cluster_blocks * rows_per_block;
   const int64_t total_rows = a.rows;
   for (int64_t first = 0; first < total_rows; first += rows_per_launch) {
     NormKernelArgs part = a;
@@ -74,10 +78,11 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     part.residual_out = shift(a.residual_out, a.residual_out_stride, sizeof(typename K::TR));
     part.rstd = shift(a.rstd, 1, sizeof(float));
     part.mean = shift(a.mean, 1, sizeof(float));
-    const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+    const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block * cluster_blocks;
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
-    const ErrorCode e = launch(kernel, grid, block, smem, stream, pdl, part);
+    const ErrorCode e =
+        launch_clustered(kernel, grid, block, smem, stream, pdl, cluster_blocks, part);
     if (e != kSuccess) return status_from("norm: kernel launch", e);
   }
   return Status();
