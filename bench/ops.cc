@@ -1,4 +1,4 @@
-// The op families the benchmark knows, and the norm family's ops.
+// The op families the benchmark knows: the norm family's ops and the gated activations.
 //
 // Every call goes through the public API (fusekit/norm.h) exactly as a user or vLLM would make
 // it, passing the benchmark's stream. Bytes follow the project's rule: each input read once, each
@@ -6,6 +6,7 @@
 // like norm_family() (its own file when it grows) and add it to op_families().
 #include "ops.h"
 
+#include "fusekit/activation.h"
 #include "fusekit/norm.h"
 #include "norm_sweep.h"
 
@@ -67,11 +68,63 @@ FamilySpec norm_family() {
   return f;
 }
 
+// Gated activations. Slots: x [M, 2N], out [M, N], and spare [M, N] whose storage holds the fp8
+// forms' float32 scales. The fp8 forms write N bytes per row into out's storage (a [M, N] fp8
+// view with row stride N fits in the [M, N] 16-bit slot). Bytes: x read once, out written once,
+// plus the M scales.
+enum ActSlot { kActX = 0, kActOut, kActSpare };
+enum class ActBenchOp { kPlain, kQuantFp8 };
+
+int64_t act_plain_bytes(int64_t m, int64_t n, int64_t s) { return 3 * m * n * s; }
+int64_t act_fp8_bytes(int64_t m, int64_t n, int64_t s) { return 2 * m * n * s + m * n + 4 * m; }
+
+Activation act_of(const OpSpec& op) {
+  const std::string name = op.shapes_name;
+  if (name == "gelu_tanh_and_mul") return Activation::kGeluTanh;
+  if (name == "gelu_and_mul") return Activation::kGelu;
+  return Activation::kSilu;
+}
+
+Status call_act(const OpSpec& op, const OpArgs& a, Stream stream) {
+  const Activation act = act_of(op);
+  if (static_cast<ActBenchOp>(op.variant) == ActBenchOp::kPlain) {
+    return act_and_mul(act, a.t[kActOut], a.t[kActX], stream);
+  }
+  const TensorView& o = a.t[kActOut];
+  const TensorView out = TensorView::contiguous(o.data, DType::kFloat8E4M3FN, o.device, {a.m, a.n});
+  const TensorView& sp = a.t[kActSpare];
+  const TensorView scale = TensorView::contiguous(sp.data, DType::kFloat32, sp.device, {a.m});
+  return act_and_mul_quant_fp8(act, out, scale, a.t[kActX], Fp8Format::kE4M3FN, 0.0f, stream);
+}
+
+FamilySpec act_family() {
+  FamilySpec f;
+  f.section = "act_and_mul";
+  f.slots = {{"x", true, 2}, {"out", true, 1}, {"scale_storage", true, 1}};  // order: ActSlot
+  const uint32_t x = bit(kActX), o = bit(kActOut), sp = bit(kActSpare);
+  for (const char* name : {"silu_and_mul", "gelu_tanh_and_mul", "gelu_and_mul"}) {
+    f.ops.push_back(OpSpec{name, name, x | o, x, static_cast<int>(ActBenchOp::kPlain),
+                           act_plain_bytes, call_act, nullptr, nullptr});
+  }
+  // The fp8 (e4m3fn) forms, run on the same shapes as their plain op.
+  f.ops.push_back(OpSpec{"silu_and_mul_quant_fp8", "silu_and_mul", x | o | sp, x,
+                         static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
+                         nullptr, nullptr});
+  f.ops.push_back(OpSpec{"gelu_tanh_and_mul_quant_fp8", "gelu_tanh_and_mul", x | o | sp, x,
+                         static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
+                         nullptr, nullptr});
+  f.ops.push_back(OpSpec{"gelu_and_mul_quant_fp8", "gelu_and_mul", x | o | sp, x,
+                         static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
+                         nullptr, nullptr});
+  return f;
+}
+
 }  // namespace
 
 const std::vector<FamilySpec>& op_families() {
   static const std::vector<FamilySpec> families = {
       norm_family(),
+      act_family(),
   };
   return families;
 }

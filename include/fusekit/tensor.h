@@ -22,6 +22,10 @@ enum class DType : int32_t {
   kInt32,
   kInt64,
   kUInt8,
+  // 8-bit floats (1 sign, 4 exponent, 3 mantissa bits) in the two incompatible encodings in use;
+  // see fusekit/fp8.h. A view says which one it holds: the same bits mean different numbers.
+  kFloat8E4M3FN,    // NVIDIA / OCP: bias 7, largest 448, NaN S.1111.111, no inf
+  kFloat8E4M3FNUZ,  // AMD MI300: bias 8, largest 240, one NaN (0x80), no inf, no -0
 };
 
 const char* dtype_name(DType dtype);  // "float32", "bfloat16", ...

@@ -15,6 +15,8 @@ const char* dtype_name(DType dtype) {
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
     case DType::kUInt8: return "uint8";
+    case DType::kFloat8E4M3FN: return "float8_e4m3fn";
+    case DType::kFloat8E4M3FNUZ: return "float8_e4m3fnuz";
   }
   return "unknown-dtype";
 }
@@ -28,6 +30,8 @@ std::size_t dtype_size(DType dtype) {
     case DType::kInt32: return 4;
     case DType::kInt64: return 8;
     case DType::kUInt8: return 1;
+    case DType::kFloat8E4M3FN: return 1;
+    case DType::kFloat8E4M3FNUZ: return 1;
   }
   return 0;
 }

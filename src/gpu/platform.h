@@ -21,8 +21,9 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "core/host_device.h"  // FUSEKIT_HOST_DEVICE
+
 #define FUSEKIT_DEVICE __device__ __forceinline__
-#define FUSEKIT_HOST_DEVICE __host__ __device__ __forceinline__
 
 namespace fusekit::gpu {
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/fp8.h"
 #include "core/half.h"
 
 namespace fusekit::testing {
@@ -55,7 +56,7 @@ RowBuffer::RowBuffer(Backend backend, DType dtype, int64_t rows, int64_t cols, i
       row_stride_(row_stride < 0 ? cols : row_stride),
       offset_(offset) {
   const int64_t elems = offset_ + (rows_ > 0 ? (rows_ - 1) * row_stride_ + cols_ : 0) + 1;
-  host_.assign(static_cast<size_t>(elems) * dtype_size(dtype_), 0xff);
+  host_.assign(static_cast<size_t>(elems) * dtype_size(dtype_), poison_byte());
   if (backend_ == Backend::kGPU) {
     const Status s = gpu_malloc(&device_, host_.size());
     if (!s.ok()) throw std::runtime_error(s.to_string());
@@ -123,6 +124,8 @@ double RowBuffer::get(int64_t r, int64_t c) const {
     case DType::kFloat16: std::memcpy(&h, p, 2); return detail::fp16_to_float(h);
     case DType::kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
     case DType::kFloat64: { double d; std::memcpy(&d, p, 8); return d; }
+    case DType::kFloat8E4M3FN: return detail::fp8_to_float(*p, Fp8Format::kE4M3FN);
+    case DType::kFloat8E4M3FNUZ: return detail::fp8_to_float(*p, Fp8Format::kE4M3FNUZ);
     default: throw std::runtime_error("RowBuffer::get: not a float dtype");
   }
 }
@@ -136,6 +139,8 @@ void RowBuffer::set(int64_t r, int64_t c, double v) {
     case DType::kFloat16: h = detail::float_to_fp16(f); std::memcpy(p, &h, 2); break;
     case DType::kFloat32: std::memcpy(p, &f, 4); break;
     case DType::kFloat64: std::memcpy(p, &v, 8); break;
+    case DType::kFloat8E4M3FN: *p = detail::float_to_fp8(f, Fp8Format::kE4M3FN); break;
+    case DType::kFloat8E4M3FNUZ: *p = detail::float_to_fp8(f, Fp8Format::kE4M3FNUZ); break;
     default: {
       // Integer dtypes only appear in bad-input tests: store the truncated value.
       const int64_t i = static_cast<int64_t>(v);
@@ -167,7 +172,12 @@ void RowBuffer::fill_rows(const std::vector<double>& row) {
   }
 }
 
-void RowBuffer::poison() { std::fill(host_.begin(), host_.end(), 0xff); }
+void RowBuffer::poison() { std::fill(host_.begin(), host_.end(), poison_byte()); }
+
+uint8_t RowBuffer::poison_byte() const {
+  // All-ones bytes are NaN in every float dtype but e4m3fnuz, whose only NaN is 0x80.
+  return dtype_ == DType::kFloat8E4M3FNUZ ? 0x80 : 0xff;
+}
 
 void RowBuffer::upload() {
   if (backend_ != Backend::kGPU) return;
@@ -188,7 +198,7 @@ bool RowBuffer::padding_untouched() const {
   for (int64_t r = 0; r <= rows_; ++r) {
     const size_t begin = r < rows_ ? index_bytes(r, 0) : host_.size();
     for (size_t b = next; b < begin; ++b) {
-      if (host_[b] != 0xff) return false;
+      if (host_[b] != poison_byte()) return false;
     }
     if (r < rows_) next = begin + row_bytes;
   }

@@ -58,6 +58,7 @@ class RowBuffer {
   void fill_random(std::mt19937& rng, double scale = 1.0, double mean = 0.0);
   void fill_rows(const std::vector<double>& row);  // every row the same values
   void poison();  // whole storage to NaN bits
+  uint8_t poison_byte() const;  // the byte poison() writes: a NaN pattern of the dtype
   void upload();
   void download();
 

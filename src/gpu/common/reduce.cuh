@@ -74,4 +74,24 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch) {
   return warp_sum<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
 }
 
+// The maximum of `v` over the whole block under `combine(a, b)` (commutative and associative,
+// e.g. a NaN-propagating max, which gives the same bits in any order): lanes by xor shuffles,
+// then warps through `scratch` (one float per warp, at most kMaxWarps). Every thread of the block
+// calls this and gets the result; `scratch` may be reused after it returns.
+template <int kWarp, int kMaxWarps, class Combine>
+FUSEKIT_DEVICE float block_reduce(float v, float* scratch, const Combine& combine) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = combine(v, shfl_xor<kWarp>(v, offset));
+  const int warps = static_cast<int>(blockDim.x) / kWarp;
+  if (warps > 1) {
+    const int warp = static_cast<int>(threadIdx.x) / kWarp;
+    if (static_cast<int>(threadIdx.x) % kWarp == 0) scratch[warp] = v;
+    __syncthreads();
+    v = scratch[0];
+    for (int w = 1; w < warps && w < kMaxWarps; ++w) v = combine(v, scratch[w]);
+    __syncthreads();  // every thread has read scratch before anyone reuses it
+  }
+  return v;
+}
+
 }  // namespace fusekit::gpu

@@ -16,6 +16,10 @@ namespace fusekit::gpu {
 template <int kBytes>
 struct RawBytes;
 template <>
+struct RawBytes<1> {
+  using type = uint8_t;
+};
+template <>
 struct RawBytes<2> {
   using type = uint16_t;
 };
@@ -95,12 +99,10 @@ FUSEKIT_DEVICE void load_group(const T* row, Index col, Index n, float (&v)[kGro
   to_floats(load_group<T, kGroup, kLoad>(row, col, n), v);
 }
 
-// Stores v[0..kGroup) to elements [col, col + kGroup) of `row`, skipping those at or past n.
+// Stores p to elements [col, col + kGroup) of `row`, skipping those at or past n, in accesses of
+// kLoad elements.
 template <typename T, int kGroup, int kLoad, typename Index>
-FUSEKIT_DEVICE void store_group(T* row, Index col, Index n, const float (&v)[kGroup]) {
-  Packed<T, kGroup> p;
-#pragma unroll
-  for (int e = 0; e < kGroup; ++e) p.elems[e] = from_float<T>(v[e]);
+FUSEKIT_DEVICE void store_packed(T* row, Index col, Index n, const Packed<T, kGroup>& p) {
   if (col + kGroup <= n && kLoad == kGroup) {
     p.store(row + col);
     return;
@@ -120,6 +122,15 @@ FUSEKIT_DEVICE void store_group(T* row, Index col, Index n, const float (&v)[kGr
       }
     }
   }
+}
+
+// Stores v[0..kGroup) to elements [col, col + kGroup) of `row`, skipping those at or past n.
+template <typename T, int kGroup, int kLoad, typename Index>
+FUSEKIT_DEVICE void store_group(T* row, Index col, Index n, const float (&v)[kGroup]) {
+  Packed<T, kGroup> p;
+#pragma unroll
+  for (int e = 0; e < kGroup; ++e) p.elems[e] = from_float<T>(v[e]);
+  store_packed<T, kGroup, kLoad>(row, col, n, p);
 }
 
 }  // namespace fusekit::gpu

@@ -1,0 +1,375 @@
+// The public gated-activation entry points: validate every argument, describe the call as one
+// ActProblem (ActBackwardProblem), and hand it to the backend of the tensors' device. Nothing is
+// written unless every check has passed.
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "act/act_problem.h"
+#include "core/validate.h"
+#include "fusekit/activation.h"
+
+namespace fusekit {
+
+const char* activation_name(Activation act) {
+  switch (act) {
+    case Activation::kSilu: return "silu";
+    case Activation::kGeluTanh: return "gelu_tanh";
+    case Activation::kGelu: return "gelu";
+  }
+  return "unknown-activation";
+}
+
+namespace {
+
+using detail::ActBackwardProblem;
+using detail::ActProblem;
+using detail::Rows;
+
+constexpr std::initializer_list<DType> kFloatDtypes = {DType::kFloat32, DType::kFloat16,
+                                                       DType::kBFloat16};
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t d = 0; d < shape.size(); ++d) s << (d ? ", " : "") << shape[d];
+  s << "]";
+  return s.str();
+}
+
+// ref's shape with the last dimension replaced by `last`.
+std::vector<int64_t> with_last(const TensorView& ref, int64_t last) {
+  std::vector<int64_t> shape(ref.shape, ref.shape + ref.ndim);
+  shape.back() = last;
+  return shape;
+}
+
+Status expect_shape(const char* op, const char* arg, const TensorView& t,
+                    const std::vector<int64_t>& expected, const char* why) {
+  bool same = t.ndim == static_cast<int>(expected.size());
+  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == expected[static_cast<size_t>(d)];
+  if (!same) {
+    return detail::invalid(op, arg, "expected shape " + shape_string(expected) + " (" + why +
+                                        ") but got " + t.shape_string());
+  }
+  return Status();
+}
+
+Status expect_activation(const char* op, Activation act) {
+  if (act == Activation::kSilu || act == Activation::kGeluTanh || act == Activation::kGelu) {
+    return Status();
+  }
+  return detail::invalid(op, "act", "expected silu, gelu_tanh or gelu but got value " +
+                                        std::to_string(static_cast<int>(act)));
+}
+
+// A float input: rows, dtype among the float dtypes (and equal to `dtype_ref` when given),
+// device equal to `device`.
+Status float_rows(const char* op, const char* arg, const TensorView& t, const Device& device,
+                  const char* device_ref, const TensorView* dtype_ref, const char* dtype_ref_arg,
+                  Rows* rows) {
+  FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, arg, t, rows));
+  if (dtype_ref == nullptr) {
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, arg, t.dtype, kFloatDtypes));
+  } else if (t.dtype != dtype_ref->dtype) {
+    return detail::unsupported(op, arg, std::string("expected dtype ") +
+                                            dtype_name(dtype_ref->dtype) + " (" + dtype_ref_arg +
+                                            "'s dtype) but got " + dtype_name(t.dtype));
+  }
+  return detail::expect_device(op, arg, t, device, device_ref);
+}
+
+// The two halves of a [..., 2N] tensor as separate row sets.
+void split_halves(const Rows& whole, Rows* first, Rows* second) {
+  const int64_t n = whole.cols / 2;
+  *first = whole;
+  first->cols = n;
+  *second = *first;
+  second->data = static_cast<char*>(whole.data) + n * static_cast<int64_t>(dtype_size(whole.dtype));
+}
+
+struct Operand {
+  const char* name;
+  Rows rows;
+};
+
+// Every output disjoint from every input and from the other outputs.
+Status expect_outputs_disjoint(const char* op, const std::vector<Operand>& inputs,
+                               const std::vector<Operand>& outputs) {
+  for (size_t a = 0; a < outputs.size(); ++a) {
+    for (const Operand& in : inputs) {
+      FUSEKIT_RETURN_IF_ERROR(
+          detail::expect_no_overlap(op, outputs[a].name, outputs[a].rows, in.name, in.rows));
+    }
+    for (size_t b = 0; b < a; ++b) {
+      FUSEKIT_RETURN_IF_ERROR(detail::expect_no_overlap(op, outputs[a].name, outputs[a].rows,
+                                                        outputs[b].name, outputs[b].rows));
+    }
+  }
+  return Status();
+}
+
+// What the forward entry points share. `x` is set for the fused-input form, else gate and up.
+struct ForwardCall {
+  const char* op;
+  Activation act;
+  const TensorView* out;
+  const TensorView* x;
+  const TensorView* gate;
+  const TensorView* up;
+  bool quantize;
+  const TensorView* scale;
+  Fp8Format format;
+  float scale_upper_bound;
+};
+
+Status build_forward(const ForwardCall& c, ActProblem* p) {
+  const char* op = c.op;
+  FUSEKIT_RETURN_IF_ERROR(expect_activation(op, c.act));
+  Rows gate, up, out;
+  const TensorView* in;  // the tensor out's shape and the dtype derive from
+  std::vector<Operand> inputs;
+  if (c.x != nullptr) {
+    in = c.x;
+    Rows x;
+    FUSEKIT_RETURN_IF_ERROR(
+        float_rows(op, "x", *c.x, c.x->device, "x", nullptr, nullptr, &x));
+    if (x.cols % 2 != 0) {
+      return detail::invalid(op, "x",
+                             "expected an even last dimension (gate and up halves of 2N) but got " +
+                                 std::to_string(x.cols));
+    }
+    split_halves(x, &gate, &up);
+    inputs.push_back({"x", x});
+  } else {
+    in = c.gate;
+    FUSEKIT_RETURN_IF_ERROR(
+        float_rows(op, "gate", *c.gate, c.gate->device, "gate", nullptr, nullptr, &gate));
+    FUSEKIT_RETURN_IF_ERROR(
+        float_rows(op, "up", *c.up, c.gate->device, "gate", c.gate, "gate", &up));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "up", *c.up, "gate", *c.gate));
+    inputs.push_back({"gate", gate});
+    inputs.push_back({"up", up});
+  }
+  const Device device = in->device;
+  const char* in_name = c.x != nullptr ? "x" : "gate";
+
+  if (c.quantize) {
+    if (c.format != Fp8Format::kE4M3FN && c.format != Fp8Format::kE4M3FNUZ) {
+      return detail::unsupported(op, "format", "expected e4m3fn or e4m3fnuz but got value " +
+                                                   std::to_string(static_cast<int>(c.format)));
+    }
+    if (std::isnan(c.scale_upper_bound) || c.scale_upper_bound < 0.0f) {
+      return detail::invalid(op, "scale_upper_bound",
+                             "expected 0 (no bound) or a value > 0 but got " +
+                                 std::to_string(c.scale_upper_bound));
+    }
+  }
+  FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "out", *c.out, &out));
+  const std::string why = std::string(in_name) + "'s shape with last dimension N";
+  FUSEKIT_RETURN_IF_ERROR(expect_shape(op, "out", *c.out, with_last(*in, gate.cols), why.c_str()));
+  if (c.quantize) {
+    const DType want = fp8_format_dtype(c.format);
+    if (c.out->dtype != want) {
+      return detail::unsupported(op, "out", std::string("expected dtype ") + dtype_name(want) +
+                                                " (format " + fp8_format_name(c.format) +
+                                                ") but got " + dtype_name(c.out->dtype));
+    }
+  } else if (c.out->dtype != in->dtype) {
+    return detail::unsupported(op, "out", std::string("expected dtype ") + dtype_name(in->dtype) +
+                                              " (" + in_name + "'s dtype) but got " +
+                                              dtype_name(c.out->dtype));
+  }
+  FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, "out", *c.out, device, in_name));
+
+  std::vector<Operand> outputs = {{"out", out}};
+  if (c.quantize) {
+    const TensorView& s = *c.scale;
+    if (!s.defined()) {
+      return detail::invalid(op, "scale", "expected a float32 tensor of " +
+                                              std::to_string(gate.rows) + " elements but got none");
+    }
+    const std::vector<int64_t> keepdim = with_last(*c.out, 1);
+    const bool flat = s.ndim == 1 && s.shape[0] == gate.rows;
+    if (!flat) {
+      FUSEKIT_RETURN_IF_ERROR(expect_shape(
+          op, "scale", s, keepdim,
+          ("one per row: [" + std::to_string(gate.rows) + "] or out's shape with last dimension 1")
+              .c_str()));
+    }
+    Rows scale_rows;
+    FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "scale", s, &scale_rows));
+    // [..., 1]: one element per row, so the rows themselves must be contiguous.
+    if (scale_rows.cols == 1 && scale_rows.rows > 1 && scale_rows.row_stride != 1) {
+      return detail::invalid(op, "scale", "expected contiguous elements (row stride 1) but got "
+                                          "row stride " + std::to_string(scale_rows.row_stride));
+    }
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, "scale", s.dtype, {DType::kFloat32}));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, "scale", s, device, in_name));
+    outputs.push_back({"scale", Rows{s.data, DType::kFloat32, 1, gate.rows, gate.rows}});
+  }
+  FUSEKIT_RETURN_IF_ERROR(expect_outputs_disjoint(op, inputs, outputs));
+
+  p->act = c.act;
+  p->rows = gate.rows;
+  p->cols = gate.cols;
+  p->dtype = in->dtype;
+  p->gate = gate.data;
+  p->gate_stride = gate.row_stride;
+  p->up = up.data;
+  p->up_stride = up.row_stride;
+  p->out = out.data;
+  p->out_stride = out.row_stride;
+  p->quantize = c.quantize;
+  p->format = c.format;
+  p->scale = c.quantize ? static_cast<float*>(c.scale->data) : nullptr;
+  p->scale_upper_bound = c.scale_upper_bound;
+  p->device = device;
+  return Status();
+}
+
+Status run_forward(const ForwardCall& c, Stream stream) {
+  ActProblem p;
+  FUSEKIT_RETURN_IF_ERROR(build_forward(c, &p));
+  if (p.rows == 0) return Status();
+  if (p.device.is_gpu()) return detail::run_act_gpu(p, stream);
+  return detail::run_act_cpu(p);
+}
+
+struct BackwardCall {
+  const char* op;
+  Activation act;
+  const TensorView* grad_x;  // fused form
+  const TensorView* grad_gate;
+  const TensorView* grad_up;
+  const TensorView* grad_out;
+  const TensorView* x;  // fused form
+  const TensorView* gate;
+  const TensorView* up;
+};
+
+Status build_backward(const BackwardCall& c, ActBackwardProblem* p) {
+  const char* op = c.op;
+  FUSEKIT_RETURN_IF_ERROR(expect_activation(op, c.act));
+  Rows gate, up, grad_out, grad_gate, grad_up;
+  const TensorView* in;
+  const char* in_name;
+  std::vector<Operand> inputs, outputs;
+  if (c.x != nullptr) {
+    in = c.x;
+    in_name = "x";
+    Rows x, grad_x;
+    FUSEKIT_RETURN_IF_ERROR(float_rows(op, "x", *c.x, c.x->device, "x", nullptr, nullptr, &x));
+    if (x.cols % 2 != 0) {
+      return detail::invalid(op, "x",
+                             "expected an even last dimension (gate and up halves of 2N) but got " +
+                                 std::to_string(x.cols));
+    }
+    split_halves(x, &gate, &up);
+    FUSEKIT_RETURN_IF_ERROR(float_rows(op, "grad_x", *c.grad_x, c.x->device, "x", c.x, "x",
+                                       &grad_x));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "grad_x", *c.grad_x, "x", *c.x));
+    split_halves(grad_x, &grad_gate, &grad_up);
+    inputs.push_back({"x", x});
+    outputs.push_back({"grad_x", grad_x});
+  } else {
+    in = c.gate;
+    in_name = "gate";
+    const Device d = c.gate->device;
+    FUSEKIT_RETURN_IF_ERROR(float_rows(op, "gate", *c.gate, d, "gate", nullptr, nullptr, &gate));
+    FUSEKIT_RETURN_IF_ERROR(float_rows(op, "up", *c.up, d, "gate", c.gate, "gate", &up));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "up", *c.up, "gate", *c.gate));
+    FUSEKIT_RETURN_IF_ERROR(
+        float_rows(op, "grad_gate", *c.grad_gate, d, "gate", c.gate, "gate", &grad_gate));
+    FUSEKIT_RETURN_IF_ERROR(
+        detail::expect_same_shape(op, "grad_gate", *c.grad_gate, "gate", *c.gate));
+    FUSEKIT_RETURN_IF_ERROR(
+        float_rows(op, "grad_up", *c.grad_up, d, "gate", c.gate, "gate", &grad_up));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "grad_up", *c.grad_up, "gate", *c.gate));
+    inputs.push_back({"gate", gate});
+    inputs.push_back({"up", up});
+    outputs.push_back({"grad_gate", grad_gate});
+    outputs.push_back({"grad_up", grad_up});
+  }
+  FUSEKIT_RETURN_IF_ERROR(
+      float_rows(op, "grad_out", *c.grad_out, in->device, in_name, in, in_name, &grad_out));
+  const std::string why = std::string(in_name) + "'s shape with last dimension N";
+  FUSEKIT_RETURN_IF_ERROR(
+      expect_shape(op, "grad_out", *c.grad_out, with_last(*in, gate.cols), why.c_str()));
+  inputs.push_back({"grad_out", grad_out});
+  FUSEKIT_RETURN_IF_ERROR(expect_outputs_disjoint(op, inputs, outputs));
+
+  p->act = c.act;
+  p->rows = gate.rows;
+  p->cols = gate.cols;
+  p->dtype = in->dtype;
+  p->grad_out = grad_out.data;
+  p->grad_out_stride = grad_out.row_stride;
+  p->gate = gate.data;
+  p->gate_stride = gate.row_stride;
+  p->up = up.data;
+  p->up_stride = up.row_stride;
+  p->grad_gate = grad_gate.data;
+  p->grad_gate_stride = grad_gate.row_stride;
+  p->grad_up = grad_up.data;
+  p->grad_up_stride = grad_up.row_stride;
+  p->device = in->device;
+  return Status();
+}
+
+Status run_backward(const BackwardCall& c, Stream stream) {
+  ActBackwardProblem p;
+  FUSEKIT_RETURN_IF_ERROR(build_backward(c, &p));
+  if (p.rows == 0) return Status();
+  if (p.device.is_gpu()) return detail::run_act_backward_gpu(p, stream);
+  return detail::run_act_backward_cpu(p);
+}
+
+}  // namespace
+
+Status act_and_mul(Activation act, const TensorView& out, const TensorView& x, Stream stream) {
+  return run_forward({"act_and_mul", act, &out, &x, nullptr, nullptr, false, nullptr,
+                      Fp8Format::kE4M3FN, 0.0f},
+                     stream);
+}
+
+Status act_and_mul(Activation act, const TensorView& out, const TensorView& gate,
+                   const TensorView& up, Stream stream) {
+  return run_forward({"act_and_mul", act, &out, nullptr, &gate, &up, false, nullptr,
+                      Fp8Format::kE4M3FN, 0.0f},
+                     stream);
+}
+
+Status act_and_mul_quant_fp8(Activation act, const TensorView& out, const TensorView& scale,
+                             const TensorView& x, Fp8Format format, float scale_upper_bound,
+                             Stream stream) {
+  return run_forward({"act_and_mul_quant_fp8", act, &out, &x, nullptr, nullptr, true, &scale,
+                      format, scale_upper_bound},
+                     stream);
+}
+
+Status act_and_mul_quant_fp8(Activation act, const TensorView& out, const TensorView& scale,
+                             const TensorView& gate, const TensorView& up, Fp8Format format,
+                             float scale_upper_bound, Stream stream) {
+  return run_forward({"act_and_mul_quant_fp8", act, &out, nullptr, &gate, &up, true, &scale,
+                      format, scale_upper_bound},
+                     stream);
+}
+
+Status act_and_mul_backward(Activation act, const TensorView& grad_x, const TensorView& grad_out,
+                            const TensorView& x, Stream stream) {
+  return run_backward({"act_and_mul_backward", act, &grad_x, nullptr, nullptr, &grad_out, &x,
+                       nullptr, nullptr},
+                      stream);
+}
+
+Status act_and_mul_backward(Activation act, const TensorView& grad_gate,
+                            const TensorView& grad_up, const TensorView& grad_out,
+                            const TensorView& gate, const TensorView& up, Stream stream) {
+  return run_backward({"act_and_mul_backward", act, nullptr, &grad_gate, &grad_up, &grad_out,
+                       nullptr, &gate, &up},
+                      stream);
+}
+
+}  // namespace fusekit

@@ -1,0 +1,189 @@
+// The gated activations (SiLU, GELU with tanh, GELU with erf) and their derivatives in float32,
+// written once for the CPU backend and the GPU kernels.
+//
+// Why our own exp and erfc. The fp8 forms quantize each row by its largest |y|, and the CPU
+// result is the reference the GPU must match bit for bit (output codes and scales). The math
+// libraries of glibc, CUDA and ROCm round exp and erfc differently in the last place, which would
+// move a value across an fp8 rounding boundary now and then. These versions use only operations
+// IEEE 754 defines exactly (+, *, /, fma, comparisons, bit moves), so they give the same bits on
+// every backend, as long as the compiler neither fuses a * b + c on its own nor flushes
+// subnormals: the sources that include this header are compiled with contraction off
+// (CMakeLists.txt: -ffp-contract=off, nvcc -fmad=false) and without fast-math. Accuracy: exp
+// within 2 ulp, erfc within about 5e-7 relative, so the activations are within a few ulp of the
+// float64 value, far inside the output dtype's rounding.
+//
+// Overflow. Every finite input gives the mathematically right value and never NaN: the sigmoid
+// takes the form that cannot overflow for each sign, gelu_tanh uses 0.5 * (1 + tanh(z)) =
+// sigmoid(2z) (no tanh of a huge argument, no cancellation of 1 + tanh(z) near -1), gelu uses
+// 0.5 * erfc(-x / sqrt(2)), and products of an infinite intermediate with a vanishing factor are
+// never formed (a derivative term that must vanish is selected to 0). NaN in gives NaN out.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/fp8.h"  // fp8_float_bits / fp8_bits_float
+#include "core/host_device.h"
+#include "fusekit/activation.h"
+
+namespace fusekit::detail {
+
+// 2^n for -149 <= n <= 127 would need subnormal construction; callers use two factors instead.
+FUSEKIT_HOST_DEVICE float exp2_normal(int n) {  // -126 <= n <= 127
+  return fp8_bits_float(static_cast<uint32_t>(n + 127) << 23);
+}
+
+// e^x: Cody-Waite reduction x = n ln2 + r (|r| <= ln2 / 2, exact with fma), a degree-7 Taylor
+// polynomial for e^r (truncation < 6e-9), and 2^n applied as two normal factors so results in the
+// subnormal range are rounded once.
+FUSEKIT_HOST_DEVICE float portable_exp(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;  // 12 bits: n * kLn2Hi is exact
+  constexpr float kLn2Lo = 1.42860682030941723e-06f;
+  constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  if (!(x < 88.7228394f)) return x + x;       // overflow to +inf (and NaN stays NaN)
+  if (x < -103.972084f) return 0.0f;          // below half the smallest subnormal
+  const float n = (x * kLog2e + kRoundMagic) - kRoundMagic;
+  float r = fmaf(-n, kLn2Hi, x);
+  r = fmaf(-n, kLn2Lo, r);
+  float p = 1.0f / 5040.0f;
+  p = fmaf(p, r, 1.0f / 720.0f);
+  p = fmaf(p, r, 1.0f / 120.0f);
+  p = fmaf(p, r, 1.0f / 24.0f);
+  p = fmaf(p, r, 1.0f / 6.0f);
+  p = fmaf(p, r, 0.5f);
+  p = fmaf(p, r, 1.0f);
+  p = fmaf(p, r, 1.0f);
+  const int ni = static_cast<int>(n);  // -150 .. 128
+  const int half = ni / 2;
+  return (p * exp2_normal(half)) * exp2_normal(ni - half);
+}
+
+// 1 / (1 + e^-x), in the form whose exponential cannot overflow for each sign of x.
+FUSEKIT_HOST_DEVICE float portable_sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + portable_exp(-x));
+  const float e = portable_exp(x);
+  return e / (1.0f + e);
+}
+
+// erfc(x). |x| <= 1: 1 - x P(x^2). 1 < |x| <= 10.5: e^(-x^2) Q(1/x) / x, with e^(-x^2) corrected
+// for the rounding of x^2. Beyond 10.5 erfc underflows to 0 (2 for negative x). P and Q are
+// least-squares fits (relative error ~1e-7) of erf(x)/x in x^2 and of x e^(x^2) erfc(x) in 1/x.
+FUSEKIT_HOST_DEVICE float portable_erfc(float x) {
+  const float a = fabsf(x);
+  float tail;  // erfc(|x|)
+  if (!(a <= 1.0f)) {
+    if (a > 10.5f) {
+      tail = a == a ? 0.0f : a;  // NaN stays NaN
+    } else {
+      const float u = 1.0f / a;
+      float q = -4.892137274e-02f;
+      q = fmaf(q, u, 2.404636592e-01f);
+      q = fmaf(q, u, -4.184852242e-01f);
+      q = fmaf(q, u, 1.251434237e-01f);
+      q = fmaf(q, u, 6.519162655e-01f);
+      q = fmaf(q, u, -1.148213863e+00f);
+      q = fmaf(q, u, 8.139593601e-01f);
+      q = fmaf(q, u, -7.939058542e-02f);
+      q = fmaf(q, u, -2.724549472e-01f);
+      q = fmaf(q, u, -6.405509193e-04f);
+      q = fmaf(q, u, 5.642073750e-01f);
+      const float sq = a * a;
+      const float sq_error = fmaf(a, a, -sq);  // a^2 = sq + sq_error exactly
+      const float e = portable_exp(-sq);
+      tail = fmaf(-sq_error, e, e) * (q * u);  // e^(-sq) (1 - sq_error) Q(u) / a
+    }
+  } else {
+    const float s = a * a;
+    float p = -5.625396152e-04f;
+    p = fmaf(p, s, 4.916023463e-03f);
+    p = fmaf(p, s, -2.670994960e-02f);
+    p = fmaf(p, s, 1.128013059e-01f);
+    p = fmaf(p, s, -3.761231899e-01f);
+    p = fmaf(p, s, 1.128379107e+00f);
+    const float erf_a = a * p;
+    if (x < 0.0f) return 1.0f + erf_a;
+    return 1.0f - erf_a;
+  }
+  return x < 0.0f ? 2.0f - tail : tail;
+}
+
+// Value and derivative of each activation. `value` is what the forward kernels multiply by up.
+template <Activation kAct>
+struct ActMath;
+
+// silu(x) = x sigmoid(x); silu'(x) = s + x s (1 - s), with 1 - s = sigmoid(-x) computed directly.
+template <>
+struct ActMath<Activation::kSilu> {
+  FUSEKIT_HOST_DEVICE static float value(float x) { return x * portable_sigmoid(x); }
+  FUSEKIT_HOST_DEVICE static float derivative(float x) {
+    const float s = portable_sigmoid(x);
+    const float s_neg = portable_sigmoid(-x);
+    return s + (x * s) * s_neg;  // x s is finite; s_neg -> 0 where x s is large
+  }
+};
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3).
+// Derivative: sigmoid(2z) + x 2z' sigmoid(2z) sigmoid(-2z), z' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+template <>
+struct ActMath<Activation::kGeluTanh> {
+  static constexpr float kTwoSqrt2OverPi = 1.59576912160573071f;  // 2 sqrt(2 / pi)
+  static constexpr float kCubic = 0.044715f;
+  // 2z, which is +-inf (never NaN) when x^3 overflows.
+  FUSEKIT_HOST_DEVICE static float two_z(float x) {
+    return (kTwoSqrt2OverPi * x) * fmaf(kCubic * x, x, 1.0f);
+  }
+  FUSEKIT_HOST_DEVICE static float value(float x) { return x * portable_sigmoid(two_z(x)); }
+  FUSEKIT_HOST_DEVICE static float derivative(float x) {
+    const float t = two_z(x);
+    const float s = portable_sigmoid(t);
+    const float s_s_neg = s * portable_sigmoid(-t);
+    // x * d(2z)/dx can overflow where s (1 - s) has already vanished: select 0 there.
+    const float dt = kTwoSqrt2OverPi * fmaf(3.0f * kCubic * x, x, 1.0f);
+    const float term = s_s_neg > 0.0f ? (x * dt) * s_s_neg : 0.0f;
+    return s + term;
+  }
+};
+
+// gelu(x) = 0.5 x erfc(-x / sqrt(2)); gelu'(x) = 0.5 erfc(-x / sqrt(2)) + x e^(-x^2/2) / sqrt(2 pi).
+template <>
+struct ActMath<Activation::kGelu> {
+  static constexpr float kInvSqrt2 = 0.707106781186547524f;
+  static constexpr float kInvSqrt2Pi = 0.398942280401432678f;
+  FUSEKIT_HOST_DEVICE static float cdf(float x) { return 0.5f * portable_erfc(-x * kInvSqrt2); }
+  FUSEKIT_HOST_DEVICE static float value(float x) { return x * cdf(x); }
+  FUSEKIT_HOST_DEVICE static float derivative(float x) {
+    const float half_sq = 0.5f * x * x;  // may be inf: e^-inf = 0, and x stays finite
+    return cdf(x) + x * (kInvSqrt2Pi * portable_exp(-half_sq));
+  }
+};
+
+// max(m, |v|) that propagates NaN. Without NaN the maximum of a set does not depend on the order
+// it is taken in, so a row's maximum is the same bits for any split of the row among threads.
+FUSEKIT_HOST_DEVICE float max_abs_accumulate(float m, float v) {
+  const float a = fabsf(v);
+  return (a > m || a != a) ? a : m;
+}
+
+// y clamped to float32's finite range (NaN stays NaN). A product act(g) * up beyond float32 (only
+// possible for float32 and bfloat16 inputs near their largest values) is quantized as +-FLT_MAX,
+// so its row's scale stays finite and the element saturates to +-fp8_max.
+FUSEKIT_HOST_DEVICE float saturate_to_float_range(float y) {
+  constexpr float kLargest = 3.40282347e+38f;
+  return fabsf(y) > kLargest ? (y > 0.0f ? kLargest : -kLargest) : y;
+}
+
+// The scale of a quantized row from its max|y| (fusekit/activation.h): max|y| / fp8_max, capped
+// by scale_upper_bound when that is > 0, floored at 1 / (fp8_max * 512). NaN gives the canonical
+// quiet NaN, so the scale's bits do not depend on which NaN of the row won.
+template <class Format>
+FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound) {
+  constexpr float kMinScale = 1.0f / (Format::kMax * 512.0f);
+  float s = max_abs / Format::kMax;
+  if (s != s) return fp8_bits_float(0x7FC00000u);
+  if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;
+  if (s < kMinScale) s = kMinScale;
+  return s;
+}
+
+}  // namespace fusekit::detail

@@ -1,0 +1,138 @@
+// The two e4m3 fp8 formats (fusekit/fp8.h) and their conversions to and from float32, written
+// once for host and device code.
+//
+// Why integer bit manipulation: the CPU backend is the reference the GPU kernels are checked
+// against bit for bit, and the formats need the same rounding on NVIDIA, on AMD and on the CPU.
+// Hardware conversions exist only for some of them (sm_89+ for e4m3fn, gfx942 for e4m3fnuz) and
+// differ in their NaN and saturation rules; a conversion made only of integer operations on the
+// float's bits gives identical results everywhere, does not depend on denormal flushing, and costs
+// about a dozen integer instructions per element, which a memory-bound kernel hides.
+//
+// Encoding (both formats): bit 7 sign, bits 6..3 exponent field e, bits 2..0 mantissa m.
+//   e > 0: (-1)^s * (1 + m/8) * 2^(e - bias);   e == 0: (-1)^s * (m/8) * 2^(1 - bias).
+//   kE4M3FN:   bias 7; S.1111.111 is NaN, so the largest value is S.1111.110 = 448.
+//   kE4M3FNUZ: bias 8; 0x80 (the would-be -0) is the only NaN; the largest value is 0x7F = 240.
+// float -> fp8 rounds to nearest, ties to even; finite values and infinities beyond the largest
+// value saturate to +-largest; NaN -> NaN (0x7F for kE4M3FN, the canonical pattern the hardware
+// conversion writes, and 0x80 for kE4M3FNUZ); results that round to zero are +0 in kE4M3FNUZ and
+// keep their sign in kE4M3FN.
+#pragma once
+
+#include <cstdint>
+
+#include "core/host_device.h"
+#include "fusekit/fp8.h"
+
+namespace fusekit::detail {
+
+// Compile-time description of one format.
+struct Fp8E4M3FN {
+  static constexpr Fp8Format kFormat = Fp8Format::kE4M3FN;
+  static constexpr int kBias = 7;
+  static constexpr uint32_t kMaxCode = 0x7E;  // 1111.110 = 1.75 * 2^8
+  static constexpr float kMax = 448.0f;
+  static constexpr uint32_t kNaNCode = 0x7F;
+  static constexpr bool kSignedZero = true;
+  FUSEKIT_HOST_DEVICE static constexpr bool is_nan(uint32_t code) {
+    return (code & 0x7Fu) == 0x7Fu;
+  }
+};
+
+struct Fp8E4M3FNUZ {
+  static constexpr Fp8Format kFormat = Fp8Format::kE4M3FNUZ;
+  static constexpr int kBias = 8;
+  static constexpr uint32_t kMaxCode = 0x7F;  // 1111.111 = 1.875 * 2^7
+  static constexpr float kMax = 240.0f;
+  static constexpr uint32_t kNaNCode = 0x80;
+  static constexpr bool kSignedZero = false;
+  FUSEKIT_HOST_DEVICE static constexpr bool is_nan(uint32_t code) { return code == 0x80u; }
+};
+
+FUSEKIT_HOST_DEVICE uint32_t fp8_float_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+FUSEKIT_HOST_DEVICE float fp8_bits_float(uint32_t u) {
+  float f;
+  __builtin_memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// float32 bits of the positive value with fp8 exponent field e (>= 1) and mantissa m.
+template <class F>
+FUSEKIT_HOST_DEVICE constexpr uint32_t fp8_normal_float_bits(uint32_t e, uint32_t m) {
+  return ((e + 127u - F::kBias) << 23) | (m << 20);
+}
+
+// float32 -> fp8 code of format F (Fp8E4M3FN or Fp8E4M3FNUZ). See the top of the file.
+template <class F>
+FUSEKIT_HOST_DEVICE uint8_t float_to_fp8(float f) {
+  constexpr int kMinNormalExp = 1 - F::kBias;  // unbiased exponent of the smallest normal
+  constexpr uint32_t kMaxBits = fp8_normal_float_bits<F>(F::kMaxCode >> 3, F::kMaxCode & 7u);
+  constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + kMinNormalExp) << 23;
+  // Half of the smallest subnormal, 2^(kMinNormalExp - 4): at or below it everything rounds to 0.
+  constexpr uint32_t kHalfSubnormalBits = static_cast<uint32_t>(127 + kMinNormalExp - 4) << 23;
+
+  const uint32_t u = fp8_float_bits(f);
+  const uint32_t sign = (u >> 24) & 0x80u;
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<uint8_t>(F::kNaNCode);
+  if (a >= kMaxBits) return static_cast<uint8_t>(sign | F::kMaxCode);  // saturate, infinities too
+
+  uint32_t code;
+  if (a >= kMinNormalBits) {
+    // Keep 3 of the 23 mantissa bits, rounding the 20 dropped ones to nearest even; a carry
+    // into the exponent field is the correct next binade. Then rebias the exponent.
+    const uint32_t rounded = a + 0x7FFFFu + ((a >> 20) & 1u);
+    code = (rounded >> 20) - ((127u - F::kBias) << 3);
+  } else if (a <= kHalfSubnormalBits) {
+    code = 0;  // ties at half the smallest subnormal go to the even neighbour, zero
+  } else {
+    // Subnormal result: the value in units of the smallest subnormal 2^(kMinNormalExp - 3),
+    // rounded to nearest even. a is a normal float here, with 24 significant bits in `mantissa`.
+    const int exponent = static_cast<int>(a >> 23) - 127;     // kMinNormalExp - 4 .. - 1
+    const int shift = 20 + kMinNormalExp - exponent;          // 21 .. 24
+    const uint32_t mantissa = (a & 0x7FFFFFu) | 0x800000u;
+    code = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (code & 1u))) ++code;  // 8 is the smallest normal: right
+  }
+  if (!F::kSignedZero && code == 0) return 0;
+  return static_cast<uint8_t>(sign | code);
+}
+
+// fp8 code of format F -> float32 (exact; NaN codes give a quiet NaN).
+template <class F>
+FUSEKIT_HOST_DEVICE float fp8_to_float(uint8_t code) {
+  const uint32_t c = code;
+  if (F::is_nan(c)) return fp8_bits_float(0x7FC00000u);
+  const uint32_t sign = (c & 0x80u) << 24;
+  const uint32_t e = (c >> 3) & 0xFu;
+  const uint32_t m = c & 7u;
+  if (e != 0) return fp8_bits_float(sign | fp8_normal_float_bits<F>(e, m));
+  if (m == 0) return fp8_bits_float(sign);
+  // Subnormal m/8 * 2^(1 - bias): normalize the 3-bit mantissa by its leading one.
+  const uint32_t lead = m >= 4u ? 2u : (m >= 2u ? 1u : 0u);
+  const uint32_t exponent = static_cast<uint32_t>(127 + 1 - F::kBias - 3) + lead;
+  return fp8_bits_float(sign | (exponent << 23) | ((m - (1u << lead)) << (23 - lead)));
+}
+
+// Calls f(Fp8E4M3FN{}) or f(Fp8E4M3FNUZ{}) for a runtime format.
+template <typename Fn>
+decltype(auto) dispatch_fp8_format(Fp8Format format, Fn&& f) {
+  if (format == Fp8Format::kE4M3FNUZ) return f(Fp8E4M3FNUZ{});
+  return f(Fp8E4M3FN{});
+}
+
+inline uint8_t float_to_fp8(float f, Fp8Format format) {
+  return dispatch_fp8_format(format, [&](auto tag) { return float_to_fp8<decltype(tag)>(f); });
+}
+
+inline float fp8_to_float(uint8_t code, Fp8Format format) {
+  return dispatch_fp8_format(format, [&](auto tag) { return fp8_to_float<decltype(tag)>(code); });
+}
+
+}  // namespace fusekit::detail

@@ -1,0 +1,98 @@
+// CPU backend for the gated activations: plain loops over rows, float32 math from core/act_math.h
+// (the same functions, operation for operation, as the GPU kernels), so fp8 codes and scales are
+// the reference the GPU must match bit for bit. Compiled with floating-point contraction off
+// (CMakeLists.txt) for that reason. Rows are independent and split across OpenMP threads when
+// OpenMP is available.
+#include <cstdint>
+#include <vector>
+
+#include "act/act_problem.h"
+#include "core/act_math.h"
+#include "core/dtype_dispatch.h"
+#include "core/fp8.h"
+
+namespace fusekit::detail {
+namespace {
+
+template <Activation kAct, typename T>
+void act_rows(const ActProblem& p) {
+  const int64_t n = p.cols;
+#if defined(_OPENMP)
+#pragma omp parallel
+#endif
+  {
+    std::vector<float> y(p.quantize ? static_cast<size_t>(n) : 0);
+#if defined(_OPENMP)
+#pragma omp for schedule(static)
+#endif
+    for (int64_t row = 0; row < p.rows; ++row) {
+      const T* gate = static_cast<const T*>(p.gate) + row * p.gate_stride;
+      const T* up = static_cast<const T*>(p.up) + row * p.up_stride;
+      if (!p.quantize) {
+        T* out = static_cast<T*>(p.out) + row * p.out_stride;
+        for (int64_t j = 0; j < n; ++j) {
+          out[j] = from_float<T>(ActMath<kAct>::value(to_float(gate[j])) * to_float(up[j]));
+        }
+        continue;
+      }
+      float max_abs = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        y[static_cast<size_t>(j)] = saturate_to_float_range(ActMath<kAct>::value(to_float(gate[j])) *
+                                                            to_float(up[j]));
+        max_abs = max_abs_accumulate(max_abs, y[static_cast<size_t>(j)]);
+      }
+      uint8_t* out = static_cast<uint8_t*>(p.out) + row * p.out_stride;
+      dispatch_fp8_format(p.format, [&](auto format_tag) {
+        using F = decltype(format_tag);
+        const float scale = fp8_row_scale<F>(max_abs, p.scale_upper_bound);
+        for (int64_t j = 0; j < n; ++j) out[j] = float_to_fp8<F>(y[static_cast<size_t>(j)] / scale);
+        p.scale[row] = scale;
+      });
+    }
+  }
+}
+
+template <Activation kAct, typename T>
+void act_backward_rows(const ActBackwardProblem& p) {
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const T* grad_out = static_cast<const T*>(p.grad_out) + row * p.grad_out_stride;
+    const T* gate = static_cast<const T*>(p.gate) + row * p.gate_stride;
+    const T* up = static_cast<const T*>(p.up) + row * p.up_stride;
+    T* grad_gate = static_cast<T*>(p.grad_gate) + row * p.grad_gate_stride;
+    T* grad_up = static_cast<T*>(p.grad_up) + row * p.grad_up_stride;
+    for (int64_t j = 0; j < p.cols; ++j) {
+      const float g = to_float(gate[j]);
+      const float dy = to_float(grad_out[j]);
+      const float u = to_float(up[j]);
+      const float dg = (dy * u) * ActMath<kAct>::derivative(g);
+      const float du = dy * ActMath<kAct>::value(g);
+      grad_gate[j] = from_float<T>(dg);
+      grad_up[j] = from_float<T>(du);
+    }
+  }
+}
+
+}  // namespace
+
+Status run_act_cpu(const ActProblem& p) {
+  dispatch_activation(p.act, [&](auto act_tag) {
+    dispatch_float_dtype(p.dtype, [&](auto dtype_tag) {
+      act_rows<decltype(act_tag)::value, typename decltype(dtype_tag)::type>(p);
+    });
+  });
+  return Status();
+}
+
+Status run_act_backward_cpu(const ActBackwardProblem& p) {
+  dispatch_activation(p.act, [&](auto act_tag) {
+    dispatch_float_dtype(p.dtype, [&](auto dtype_tag) {
+      act_backward_rows<decltype(act_tag)::value, typename decltype(dtype_tag)::type>(p);
+    });
+  });
+  return Status();
+}
+
+}  // namespace fusekit::detail

@@ -1,0 +1,136 @@
+// GPU backend entry for the gated activations: pick the widest aligned access and the launch
+// configuration (act_config.h), then hand over to the per-activation launchers.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <tuple>
+
+#include "gpu/act/act_launch.cuh"
+#include "gpu/platform.h"
+
+namespace fusekit::gpu {
+
+// Compiled in act_silu.cu, act_gelu_tanh.cu and act_gelu.cu.
+extern template Status launch_act<Activation::kSilu>(const ActLaunch&);
+extern template Status launch_act<Activation::kGeluTanh>(const ActLaunch&);
+extern template Status launch_act<Activation::kGelu>(const ActLaunch&);
+
+namespace {
+
+// The widest access (in elements, at most one 16-byte group of the input dtype) that every row
+// of every tensor allows: base addresses aligned to the access, row strides multiples of it.
+int widest_load(int group, int64_t rows,
+                std::initializer_list<std::tuple<const void*, int64_t, size_t>> tensors) {
+  int load = group;
+  for (; load > 1; load /= 2) {
+    bool ok = true;
+    for (const auto& [ptr, stride, elem] : tensors) {
+      if (ptr == nullptr) continue;
+      const size_t align = std::min<size_t>(16, static_cast<size_t>(load) * elem);
+      ok = ok && reinterpret_cast<std::uintptr_t>(ptr) % align == 0 &&
+           (rows <= 1 || stride % load == 0);
+    }
+    if (ok) break;
+  }
+  return load;
+}
+
+bool pdl_enabled_by_default() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FUSEKIT_PDL");
+    return v == nullptr || v[0] != '0';
+  }();
+  return enabled;
+}
+
+Status run(ActLaunch& l, Activation act, int device) {
+  DeviceGuard guard(device);
+  DeviceInfo info;
+  const ErrorCode e = query_device_info(device, &info);
+  if (e != kSuccess) return status_from("act_and_mul: querying the device", e);
+  ActShape shape;
+  shape.rows = l.args.rows;
+  shape.cols = l.args.cols;
+  shape.group_elems = 16 / static_cast<int>(dtype_size(l.dtype));
+  shape.warp_size = info.warp_size;
+  shape.sm_count = info.sm_count;
+  shape.max_threads_per_sm = info.max_threads_per_sm;
+  if (l.kind == ActKernelKind::kQuantFp8) {
+    l.quant = choose_act_quant_config(shape);
+    // The registers path holds kQuantItems groups per thread; longer rows take two passes.
+    const int64_t groups = (shape.cols + shape.group_elems - 1) / shape.group_elems;
+    if (l.quant.items != 0 &&
+        groups > static_cast<int64_t>(l.quant.block_threads) * kQuantItems) {
+      l.quant.items = 0;
+    }
+  } else {
+    l.elementwise = choose_act_elementwise_config(shape);
+  }
+  l.warp_size = info.warp_size;
+  l.pdl = info.supports_pdl && pdl_enabled_by_default();
+  return detail::dispatch_activation(act, [&](auto act_tag) {
+    return launch_act<decltype(act_tag)::value>(l);
+  });
+}
+
+}  // namespace
+}  // namespace fusekit::gpu
+
+namespace fusekit::detail {
+
+Status run_act_gpu(const ActProblem& p, Stream stream) {
+  gpu::ActLaunch l;
+  l.kind = p.quantize ? gpu::ActKernelKind::kQuantFp8 : gpu::ActKernelKind::kForward;
+  l.dtype = p.dtype;
+  l.format = p.format;
+  l.stream = static_cast<gpu::StreamHandle>(stream);
+  gpu::ActKernelArgs& a = l.args;
+  a.gate = p.gate;
+  a.up = p.up;
+  a.out = p.out;
+  a.scale = p.scale;
+  a.gate_stride = p.gate_stride;
+  a.up_stride = p.up_stride;
+  a.out_stride = p.out_stride;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.scale_upper_bound = p.scale_upper_bound;
+  const size_t elem = dtype_size(p.dtype);
+  const size_t out_elem = p.quantize ? 1 : elem;
+  l.load = gpu::widest_load(16 / static_cast<int>(elem), p.rows,
+                            {{p.gate, p.gate_stride, elem},
+                             {p.up, p.up_stride, elem},
+                             {p.out, p.out_stride, out_elem}});
+  return gpu::run(l, p.act, p.device.index);
+}
+
+Status run_act_backward_gpu(const ActBackwardProblem& p, Stream stream) {
+  gpu::ActLaunch l;
+  l.kind = gpu::ActKernelKind::kBackward;
+  l.dtype = p.dtype;
+  l.stream = static_cast<gpu::StreamHandle>(stream);
+  gpu::ActKernelArgs& a = l.args;
+  a.gate = p.gate;
+  a.up = p.up;
+  a.grad_out = p.grad_out;
+  a.out = p.grad_gate;
+  a.grad_up = p.grad_up;
+  a.gate_stride = p.gate_stride;
+  a.up_stride = p.up_stride;
+  a.grad_out_stride = p.grad_out_stride;
+  a.out_stride = p.grad_gate_stride;
+  a.grad_up_stride = p.grad_up_stride;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  const size_t elem = dtype_size(p.dtype);
+  l.load = gpu::widest_load(16 / static_cast<int>(elem), p.rows,
+                            {{p.gate, p.gate_stride, elem},
+                             {p.up, p.up_stride, elem},
+                             {p.grad_out, p.grad_out_stride, elem},
+                             {p.grad_gate, p.grad_gate_stride, elem},
+                             {p.grad_up, p.grad_up_stride, elem}});
+  return gpu::run(l, p.act, p.device.index);
+}
+
+}  // namespace fusekit::detail

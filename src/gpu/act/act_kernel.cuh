@@ -1,0 +1,216 @@
+// Gated-activation kernels (act(gate) * up, its fp8-quantized form, and the backward pass):
+// device code only.
+//
+// Why two kernel shapes. The plain op and the backward pass are elementwise: each element of the
+// output needs one element of gate and of up (and of grad_out), so nothing is shared between
+// threads and nothing goes through shared memory. act_elementwise_kernel maps a 2D grid onto the
+// rows: grid.x blocks cover a row's 16-byte groups, grid.y blocks stride over the rows. Large
+// batches take four groups per thread (64-128 bytes of loads in flight per thread, issued before
+// any use) and about two waves of resident blocks that loop over the rows; small batches take one
+// group per thread and spread a row over as many blocks as it has groups / 256, so a decode step
+// is one short dependent chain per thread.
+//
+// The quantized op needs the row's max |y| before it can write anything, so act_quant_kernel
+// gives each row a block: every thread computes y for up to kQuantItems groups, keeps it in
+// registers through the block-wide max, then scales, converts and writes, reading the inputs
+// once. Rows longer than kQuantItems groups per thread of a 1024-thread block take the two-pass
+// variant (max first, then recompute y and write), reading the inputs twice, the second time
+// mostly from L2.
+//
+// Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled
+// without contraction): float32 math, one rounding to the output dtype, and for fp8 the same
+// scale and conversion, so GPU and CPU outputs are the same bits. kLoad, the width of each memory
+// access, adapts to alignment without changing any value. A row's max is order-independent, so
+// results do not depend on the launch shape or on the other rows.
+#pragma once
+
+#include <cstdint>
+
+#include "core/act_math.h"
+#include "core/fp8.h"
+#include "gpu/common/reduce.cuh"
+#include "gpu/common/vec_io.cuh"
+#include "gpu/platform.h"
+
+namespace fusekit::gpu {
+
+using detail::ActMath;
+
+// Everything a kernel reads besides its template parameters. Passed by value.
+struct ActKernelArgs {
+  const void* gate;
+  const void* up;
+  const void* grad_out;  // backward
+  void* out;             // forward: out; backward: grad_gate
+  void* grad_up;         // backward
+  float* scale;          // quantized
+  int64_t gate_stride;
+  int64_t up_stride;
+  int64_t grad_out_stride;
+  int64_t out_stride;
+  int64_t grad_up_stride;
+  int64_t rows;
+  int64_t cols;
+  float scale_upper_bound;
+};
+
+template <Activation kAct_, typename T_, int kLoad_>
+struct ActTraits {
+  static constexpr Activation kAct = kAct_;
+  using T = T_;
+  static constexpr int kGroup = 16 / static_cast<int>(sizeof(T_));
+  static constexpr int kLoad = kLoad_;
+};
+
+constexpr int kActElementwiseThreads = 256;
+constexpr int kQuantItems = 4;          // registers path: groups of y per thread
+constexpr int kQuantMaxThreads = 1024;
+
+// y = act(gate) * up (backward: grad_gate and grad_up) for kUnroll groups per thread.
+template <class K, int kUnroll, bool kBackward>
+__global__ void __launch_bounds__(kActElementwiseThreads)
+    act_elementwise_kernel(ActKernelArgs a) {
+  using T = typename K::T;
+  constexpr int G = K::kGroup;
+  wait_for_prior_grids();
+  const int64_t n = a.cols;
+  const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
+  const int64_t first_col =
+      (static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x) * G;
+  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < a.rows;
+       row += row_step) {
+    const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
+    const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
+    const T* grad_out = static_cast<const T*>(a.grad_out) + row * a.grad_out_stride;
+    Packed<T, G> g[kUnroll], u[kUnroll], dy[kUnroll];
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {  // every load of the thread before any use
+      const int64_t col = first_col + i * col_step;
+      if (col < n) {
+        g[i] = load_group<T, G, K::kLoad>(gate, col, n);
+        u[i] = load_group<T, G, K::kLoad>(up, col, n);
+        if constexpr (kBackward) dy[i] = load_group<T, G, K::kLoad>(grad_out, col, n);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {
+      const int64_t col = first_col + i * col_step;
+      if (col >= n) continue;
+      float gf[G], uf[G];
+      to_floats(g[i], gf);
+      to_floats(u[i], uf);
+      if constexpr (kBackward) {
+        float dyf[G], dg[G], du[G];
+        to_floats(dy[i], dyf);
+#pragma unroll
+        for (int e = 0; e < G; ++e) {
+          dg[e] = (dyf[e] * uf[e]) * ActMath<K::kAct>::derivative(gf[e]);
+          du[e] = dyf[e] * ActMath<K::kAct>::value(gf[e]);
+        }
+        store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, dg);
+        store_group<T, G, K::kLoad>(static_cast<T*>(a.grad_up) + row * a.grad_up_stride, col, n,
+                                    du);
+      } else {
+        float y[G];
+#pragma unroll
+        for (int e = 0; e < G; ++e) y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
+        store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, y);
+      }
+    }
+  }
+  allow_dependent_grids();
+}
+
+// y for one group, saturated to float32's range; elements past the row are 0 (they do not move
+// the max, which starts at 0).
+template <class K>
+FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename K::T* up,
+                                       int64_t col, int64_t n, float (&y)[K::kGroup]) {
+  constexpr int G = K::kGroup;
+  float gf[G], uf[G];
+  load_group<typename K::T, G, K::kLoad>(gate, col, n, gf);
+  load_group<typename K::T, G, K::kLoad>(up, col, n, uf);
+#pragma unroll
+  for (int e = 0; e < G; ++e) {
+    y[e] = detail::saturate_to_float_range(ActMath<K::kAct>::value(gf[e]) * uf[e]);
+  }
+}
+
+template <class K, class Format>
+FUSEKIT_DEVICE void quant_group_store(uint8_t* out, int64_t col, int64_t n,
+                                      const float (&y)[K::kGroup], float scale) {
+  Packed<uint8_t, K::kGroup> q;
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) q.elems[e] = detail::float_to_fp8<Format>(y[e] / scale);
+  store_packed<uint8_t, K::kGroup, K::kLoad>(out, col, n, q);
+}
+
+struct NanMaxAbs {
+  FUSEKIT_DEVICE float operator()(float a, float b) const { return (b > a || b != b) ? b : a; }
+};
+
+// Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows).
+// kTwoPass: y is recomputed for the write instead of kept in registers.
+template <class K, class Format, int kWarp, bool kTwoPass>
+__global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelArgs a) {
+  if constexpr (!warp_size_compiled<kWarp>()) {
+    return;
+  } else {
+    using T = typename K::T;
+    constexpr int G = K::kGroup;
+    constexpr int kMaxWarps = kQuantMaxThreads / kWarp;
+    __shared__ float scratch[kMaxWarps];
+    wait_for_prior_grids();
+    const int64_t n = a.cols;
+    const int64_t first_col = static_cast<int64_t>(threadIdx.x) * G;
+    const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+      const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
+      const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
+      uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
+      float max_abs = 0.0f;
+      if constexpr (kTwoPass) {
+        for (int64_t col = first_col; col < n; col += col_step) {
+          float y[G];
+          quant_group_values<K>(gate, up, col, n, y);
+#pragma unroll
+          for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
+        }
+        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMaxAbs{});
+        const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+        for (int64_t col = first_col; col < n; col += col_step) {
+          float y[G];
+          quant_group_values<K>(gate, up, col, n, y);
+          quant_group_store<K, Format>(out, col, n, y, scale);
+        }
+        if (threadIdx.x == 0) a.scale[row] = scale;
+      } else {
+        float y[kQuantItems][G];
+#pragma unroll
+        for (int i = 0; i < kQuantItems; ++i) {
+          const int64_t col = first_col + i * col_step;
+          if (col < n) {
+            quant_group_values<K>(gate, up, col, n, y[i]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < G; ++e) y[i][e] = 0.0f;
+          }
+#pragma unroll
+          for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[i][e]);
+        }
+        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMaxAbs{});
+        const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+#pragma unroll
+        for (int i = 0; i < kQuantItems; ++i) {
+          const int64_t col = first_col + i * col_step;
+          if (col < n) quant_group_store<K, Format>(out, col, n, y[i], scale);
+        }
+        if (threadIdx.x == 0) a.scale[row] = scale;
+      }
+    }
+    allow_dependent_grids();
+  }
+}
+
+}  // namespace fusekit::gpu

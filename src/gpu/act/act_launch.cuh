@@ -1,0 +1,73 @@
+// Host side of the gated-activation kernels: from a launch description to a kernel launch.
+//
+// launch_act<kAct> is instantiated once per activation in its own translation unit
+// (act_silu.cu, act_gelu_tanh.cu, act_gelu.cu) so the three kernel sets compile in parallel. It
+// turns the dtype, the access width, the fp8 format, the path and (for the block reduction) the
+// warp size into template arguments.
+#pragma once
+
+#include "act/act_problem.h"
+#include "gpu/act/act_config.h"
+#include "gpu/act/act_kernel.cuh"
+#include "gpu/common/check.h"
+#include "gpu/common/dispatch.h"
+
+namespace fusekit::gpu {
+
+enum class ActKernelKind { kForward, kQuantFp8, kBackward };
+
+struct ActLaunch {
+  ActKernelKind kind = ActKernelKind::kForward;
+  DType dtype = DType::kFloat32;
+  Fp8Format format = Fp8Format::kE4M3FN;
+  ActKernelArgs args{};
+  int load = 1;  // elements per access
+  ActElementwiseConfig elementwise;
+  ActQuantConfig quant;
+  int warp_size = 32;
+  bool pdl = false;
+  StreamHandle stream = nullptr;
+};
+
+template <class K>
+Status launch_act_kernel(const ActLaunch& l) {
+  ErrorCode e = kSuccess;
+  if (l.kind == ActKernelKind::kQuantFp8) {
+    e = detail::dispatch_fp8_format(l.format, [&](auto format_tag) {
+      using F = decltype(format_tag);
+      return dispatch_warp(l.warp_size, [&](auto warp_tag) {
+        constexpr int kWarp = decltype(warp_tag)::value;
+        auto kernel = l.quant.items == 0 ? act_quant_kernel<K, F, kWarp, true>
+                                         : act_quant_kernel<K, F, kWarp, false>;
+        return launch(kernel, dim3(static_cast<unsigned>(l.quant.grid)),
+                      dim3(static_cast<unsigned>(l.quant.block_threads)), 0, l.stream, l.pdl,
+                      l.args);
+      });
+    });
+  } else {
+    const ActElementwiseConfig& c = l.elementwise;
+    const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(c.grid_y));
+    const dim3 block(static_cast<unsigned>(c.threads_x), static_cast<unsigned>(c.threads_y));
+    e = dispatch_bool(l.kind == ActKernelKind::kBackward, [&](auto backward_tag) {
+      constexpr bool kBackward = decltype(backward_tag)::value;
+      auto kernel = c.unroll == 4 ? act_elementwise_kernel<K, 4, kBackward>
+                                  : act_elementwise_kernel<K, 1, kBackward>;
+      return launch(kernel, grid, block, 0, l.stream, l.pdl, l.args);
+    });
+  }
+  return status_from("act_and_mul: kernel launch", e);
+}
+
+template <Activation kAct>
+Status launch_act(const ActLaunch& l) {
+  return dispatch_float_dtype(l.dtype, [&](auto dtype_tag) -> Status {
+    using T = typename decltype(dtype_tag)::type;
+    auto with_load = [&](auto load_tag) -> Status {
+      return launch_act_kernel<ActTraits<kAct, T, decltype(load_tag)::value>>(l);
+    };
+    if constexpr (sizeof(T) == 2) return dispatch_int<8, 4, 2, 1>(l.load, with_load);
+    else return dispatch_int<4, 2, 1>(l.load, with_load);
+  });
+}
+
+}  // namespace fusekit::gpu

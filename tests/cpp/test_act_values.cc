@@ -1,0 +1,192 @@
+// Gated activations against the float64 reference on every backend: each activation, forward,
+// fp8-quantized (both formats) and backward, over dtypes, N in {1, 7, 769, 5125, 14336}, M in
+// {0, 1, 3, 257}, the fused [..., 2N] input, two strided halves of one buffer and two separate
+// buffers, padded rows, unaligned bases and rank-3 views. Outputs start poisoned with NaN. On the
+// GPU every output (fp8 codes and scales included) must also equal the CPU backend's bit for bit.
+// Then the overflow cases: the largest finite inputs give the right values and never NaN, and
+// NaN propagates.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "act_cases.h"
+#include "gtest/gtest.h"
+
+namespace fusekit::testing {
+namespace {
+
+using Param = std::tuple<Backend, Activation, ActMode>;
+
+std::vector<ActCase> cases_for(Activation act, ActMode mode) {
+  std::vector<ActCase> cases;
+  const DType dtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
+  const ActLayout layouts[] = {ActLayout::kFused, ActLayout::kSplitHalves,
+                               ActLayout::kSplitSeparate};
+  const Fp8Format formats[] = {Fp8Format::kE4M3FN, Fp8Format::kE4M3FNUZ};
+  uint32_t seed = 100 + 10 * static_cast<uint32_t>(act) + static_cast<uint32_t>(mode);
+  for (DType dtype : dtypes) {
+    for (ActLayout layout : layouts) {
+      if (mode == ActMode::kBackward && layout == ActLayout::kSplitHalves) continue;
+      for (int64_t n : {1, 7, 769, 5125, 14336}) {
+        for (int f = 0; f < (mode == ActMode::kQuantFp8 ? 2 : 1); ++f) {
+          ActCase c;
+          c.act = act;
+          c.mode = mode;
+          c.layout = layout;
+          c.dtype = dtype;
+          c.rows = 3;
+          c.cols = n;
+          c.format = formats[f];
+          // Strided rows and unaligned bases on alternate cases; aligned ones keep the widest
+          // vector path covered.
+          const bool odd = (seed & 1) != 0;
+          c.in_pad = odd ? 3 : 8;
+          c.out_pad = odd ? 1 : 0;
+          c.in_offset = odd ? 1 : 0;
+          c.scale_keepdim = odd;
+          c.seed = seed++;
+          cases.push_back(c);
+        }
+      }
+    }
+  }
+  // Batch sizes: empty, one row, many rows (and a rank-3 view of them).
+  for (int64_t m : {0, 1, 257}) {
+    for (int64_t n : {769, 14336}) {
+      if (m == 257 && n == 14336 && act != Activation::kSilu) continue;  // CPU time
+      ActCase c;
+      c.act = act;
+      c.mode = mode;
+      c.rows = m;
+      c.cols = n;
+      c.rank3_d0 = m == 257 ? 257 : 0;
+      c.format = m == 1 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
+      c.seed = seed++;
+      cases.push_back(c);
+    }
+  }
+  if (mode == ActMode::kQuantFp8) {
+    ActCase c;  // a scale upper bound that binds: values beyond it saturate
+    c.act = act;
+    c.mode = mode;
+    c.layout = ActLayout::kSplitHalves;
+    c.scale_upper_bound = 1e-3f;
+    c.seed = seed++;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+class ActValues : public ::testing::TestWithParam<Param> {};
+
+TEST_P(ActValues, MatchesFloat64Reference) {
+  const auto [backend, act, mode] = GetParam();
+  std::string reason;
+  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  for (const ActCase& c : cases_for(act, mode)) {
+    const ActRun run = run_act_case(c, backend);
+    ASSERT_TRUE(check_act_run(c, run));
+    if (backend == Backend::kGPU) {
+      const ActRun cpu = run_act_case(c, Backend::kCPU);
+      ASSERT_TRUE(same_act_outputs(c, run, cpu)) << "GPU and CPU differ";
+    }
+  }
+}
+
+// Rows of special gate values (up = 1, -0.5 or the largest value) on each dtype: the largest
+// finite values, values where exp / x^3 / erfc switch regimes or overflow float32, NaN.
+TEST_P(ActValues, LargestFiniteInputsAndNaN) {
+  const auto [backend, act, mode] = GetParam();
+  std::string reason;
+  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    const double largest = dtype == DType::kFloat16 ? 65504.0
+                           : dtype == DType::kBFloat16
+                               ? 3.3895313892515355e38
+                               : static_cast<double>(std::numeric_limits<float>::max());
+    const std::vector<double> gates = {largest, -largest, largest / 2, -largest / 3, 1e13, -1e13,
+                                       88.7,    -88.7,    104.0,       -104.0,       10.6, -10.6,
+                                       7.0,     -7.0,     0.0,         -0.0,         1e-30, -1e-30};
+    for (int variant = 0; variant < 3; ++variant) {
+      ActCase c;
+      c.act = act;
+      c.mode = mode;
+      c.layout = ActLayout::kSplitSeparate;
+      c.dtype = dtype;
+      c.rows = 2;
+      c.cols = static_cast<int64_t>(gates.size());
+      c.format = variant == 1 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
+      const double up = variant == 0 ? 1.0 : (variant == 1 ? -0.5 : largest);
+      const ActFill fill = [&](ActRun& run, std::mt19937&) {
+        for (int64_t r = 0; r < 2; ++r) {
+          for (int64_t j = 0; j < c.cols; ++j) {
+            const double g = gates[static_cast<size_t>(j)];  // finite in the dtype
+            run.in.set(r, j, std::copysign(std::min(std::fabs(g), largest), g));
+            run.up.set(r, j, up);
+            if (run.grad_out.cols() > 0) run.grad_out.set(r, j, r == 0 ? 1.0 : -0.25);
+          }
+        }
+        run.in.set(1, 3, NAN);  // row 1 carries a NaN
+      };
+      const ActRun run = run_act_case(c, backend, fill);
+      ASSERT_TRUE(check_act_run(c, run));
+      // Row 0 has no NaN input: no NaN anywhere in its outputs.
+      for (int64_t j = 0; j < c.cols; ++j) {
+        ASSERT_FALSE(std::isnan(run.out.get(0, j))) << c.name() << " j=" << j;
+        if (mode == ActMode::kBackward) ASSERT_FALSE(std::isnan(run.grad_up_value(0, j)));
+      }
+      // NaN in gives NaN out (the whole row for fp8, through its scale).
+      ASSERT_TRUE(std::isnan(run.out.get(1, 3))) << c.name();
+      if (mode == ActMode::kQuantFp8) ASSERT_TRUE(std::isnan(run.scale.get(0, 1))) << c.name();
+      if (backend == Backend::kGPU) {
+        ASSERT_TRUE(same_act_outputs(c, run, run_act_case(c, Backend::kCPU, fill)));
+      }
+    }
+  }
+}
+
+// An all-zero row quantizes to zeros with the floor scale 1 / (fp8_max * 512).
+TEST_P(ActValues, AllZeroRowGetsTheFloorScale) {
+  const auto [backend, act, mode] = GetParam();
+  if (mode != ActMode::kQuantFp8) GTEST_SKIP() << "quantized mode only";
+  std::string reason;
+  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  for (Fp8Format format : {Fp8Format::kE4M3FN, Fp8Format::kE4M3FNUZ}) {
+    ActCase c;
+    c.act = act;
+    c.mode = mode;
+    c.layout = ActLayout::kSplitSeparate;
+    c.format = format;
+    c.cols = 100;
+    const ActRun run = run_act_case(c, backend, [&](ActRun& r, std::mt19937& rng) {
+      r.in.fill_random(rng);
+      r.up.fill_rows(std::vector<double>(100, 0.0));
+    });
+    ASSERT_TRUE(check_act_run(c, run));
+    const float floor = 1.0f / (fp8_format_max(format) * 512.0f);
+    for (int64_t row = 0; row < c.rows; ++row) {
+      EXPECT_EQ(run.scale.get(0, row), floor);
+      for (int64_t j = 0; j < c.cols; ++j) ASSERT_EQ(run.out.get(row, j), 0.0);
+    }
+  }
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  const auto [backend, act, mode] = info.param;
+  return std::string(backend_name(backend)) + "_" + activation_name(act) + "_" +
+         act_mode_name(mode);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ActValues,
+    ::testing::Combine(::testing::Values(Backend::kCPU, Backend::kGPU),
+                       ::testing::Values(Activation::kSilu, Activation::kGeluTanh,
+                                         Activation::kGelu),
+                       ::testing::Values(ActMode::kForward, ActMode::kQuantFp8,
+                                         ActMode::kBackward)),
+    param_name);
+
+}  // namespace
+}  // namespace fusekit::testing
