@@ -156,7 +156,8 @@ struct DeviceInfo {
   int l2_bytes = 0;
   bool supports_pdl = false;  // programmatic dependent launch (CUDA, sm_90+)
   int max_cluster_blocks = 1;  // thread-block clusters with distributed shared memory (CUDA,
-                               // sm_90+: 8, the portable size); 1 where there are none
+                               // sm_90+: 16, with the non-portable size allowed per kernel);
+                               // 1 where there are none
 };
 
 // Properties of device `index`, cached; returns kSuccess or the runtime's error.
@@ -176,7 +177,7 @@ inline ErrorCode read_device_info(int index, DeviceInfo* d) {
   if (e != kSuccess) return e;
   d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
   d->supports_pdl = prop.major >= 9;
-  d->max_cluster_blocks = prop.major >= 9 ? 8 : 1;
+  d->max_cluster_blocks = prop.major >= 9 ? 16 : 1;
 #endif
   d->index = index;
   d->warp_size = prop.warpSize;
@@ -221,6 +222,17 @@ ErrorCode set_max_dynamic_smem(Kernel kernel, int bytes) {
                              hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 #else
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+#endif
+}
+
+// Lets `kernel` launch in clusters of more than the portable 8 blocks (Hopper allows 16).
+template <typename Kernel>
+ErrorCode allow_large_clusters(Kernel kernel) {
+#if FUSEKIT_PLATFORM_HIP
+  (void)kernel;
+  return hipErrorInvalidValue;
+#else
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 #endif
 }
 

@@ -90,15 +90,15 @@ TEST(NormConfig, LongRowsAreStaged) {
 
 TEST(NormConfig, LongRowsSpreadOverAClusterWhereThereAreClusters) {
   NormShape s;
-  s.max_cluster_blocks = 8;
+  s.max_cluster_blocks = 16;
   s.max_smem_bytes = 227 * 1024;
-  s.cols = 262144;  // 32768 bf16 groups: 8 blocks x 512 threads x 8 groups
+  s.cols = 262144;  // 32768 bf16 groups: 16 blocks x 512 threads x 4 groups
   NormConfig c = choose_norm_config(s);
   EXPECT_EQ(c.path, NormConfig::Path::kCluster);
-  EXPECT_EQ(c.cluster_blocks, 8);
-  EXPECT_EQ(c.items, 8);
+  EXPECT_EQ(c.cluster_blocks, 16);
+  EXPECT_EQ(c.items, 4);
   EXPECT_EQ(c.block_threads, kNormClusterThreads);
-  s.cols = 32768;  // 4096 groups: at most four per thread while the cluster can grow
+  s.cols = 32768;  // 4096 groups: 2 blocks
   c = choose_norm_config(s);
   EXPECT_EQ(c.path, NormConfig::Path::kCluster);
   EXPECT_EQ(c.cluster_blocks, 2);
@@ -137,7 +137,7 @@ TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kCluster, 64, 1, &c));
   EXPECT_EQ(c.cluster_blocks, 8);
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 32, 1, &c));   // 16 blocks
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 16, &c));  // > 8 items
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 8, &c));   // > 4 items
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 3, &c));   // items not pow2
 }
 

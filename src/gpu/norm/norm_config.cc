@@ -110,13 +110,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
                      items, &c);
     return c;
   }
-  // Longer rows over a cluster's blocks: at most four groups per thread while the cluster can
-  // grow (more blocks share the row's latency), up to kNormClusterMaxItems at the largest
-  // cluster; N alone decides, so a row's result does not depend on the batch.
-  const int64_t per_block_at_four = static_cast<int64_t>(kNormClusterThreads) * 4;
-  const int64_t blocks = std::min<int64_t>(next_pow2(ceil_div(groups, per_block_at_four)),
-                                           std::max(shape.max_cluster_blocks, 1));
-  const int items = next_pow2(ceil_div(groups, blocks * kNormClusterThreads));
+  // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large
+  // batches, as many blocks as that takes; N alone decides, so a row's result does not depend on
+  // the batch.
+  const int items = kNormClusterMaxItems;
   if (shape.max_cluster_blocks > 1 &&
       make_norm_config(shape, NormConfig::Path::kCluster, kNormClusterThreads, items, &c)) {
     return c;

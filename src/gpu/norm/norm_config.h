@@ -53,7 +53,7 @@ constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 constexpr int kNormStagedThreads = 512;
 // Cluster path: threads per block, and 16-byte groups per thread (the row's slice in registers).
 constexpr int kNormClusterThreads = 512;
-constexpr int kNormClusterMaxItems = 8;
+constexpr int kNormClusterMaxItems = 4;
 
 NormConfig choose_norm_config(const NormShape& shape);
 

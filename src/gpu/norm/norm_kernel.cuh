@@ -8,7 +8,7 @@
 // token, a decode step) need for latency. Longer rows, on GPUs with thread-block clusters, are
 // split over the blocks of one cluster (norm_cluster_kernel), each holding its slice in registers
 // the same way, with the partial sums exchanged through distributed shared memory: still one read
-// and one write (up to 8 blocks x 512 threads x 8 groups: N = 262144 bf16). Elsewhere
+// and one write (up to 16 blocks x 512 threads x 4 groups: N = 262144 bf16). Elsewhere
 // norm_staged_kernel keeps as much of the row as fits in shared memory and re-reads the rest (from
 // L2, where it was just read) in the second pass; a whole row of up to ~110K bf16 elements fits on
 // an H100.
@@ -75,7 +75,6 @@ struct NormTraits {
   static constexpr int kWarp = kWarp_;
   static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
   static constexpr int kMaxItems = 4;  // registers path: groups per thread (32 bf16 / 16 fp32)
-  static constexpr int kClusterItems = 8;  // cluster path: groups per thread
   // Staged path: groups in flight per thread in pass 1 (two inputs each when adding).
   static constexpr int kBatch = kAdd ? 2 : 4;
   static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
@@ -309,10 +308,9 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const int n = static_cast<int>(a.cols);
 
   // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
-  // adding, which is exactly what gets normalized), weight in TW. RMSNorm on the registers path
-  // issues the weight's loads beside the row's so that their latencies overlap; LayerNorm, and
-  // the cluster path's twice longer slices, load it later (affine) to save registers.
-  constexpr bool kEarlyWeight = !K::kLayer && kItems <= K::kMaxItems;
+  // adding, which is exactly what gets normalized), weight in TW. RMSNorm issues the weight's
+  // loads beside the row's so that their latencies overlap; LayerNorm's come later (affine).
+  constexpr bool kEarlyWeight = !K::kLayer;
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
   Packed<TW, G> w[kItems];
@@ -378,9 +376,12 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
 // slice that starts at group r * threads * items. Each block sums its slice (row_sum), publishes
 // the partial in its shared memory, and after a cluster barrier every thread adds the blocks'
 // partials in rank order (the same tree, hence the same bits, in every block). A last barrier
-// keeps each block's shared memory alive until the others have read it.
+// keeps each block's shared memory alive until the others have read it. Same registers budget as
+// the registers kernel (two blocks per SM where that fits), so that one block's loads overlap
+// another's reductions and writes.
 template <class K, bool kWhole>
-__global__ void __launch_bounds__(K::kMaxThreads, 1) norm_cluster_kernel(NormKernelArgs a) {
+__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
+    norm_cluster_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return;
   __shared__ float scratch[2][K::kScratch];
   __shared__ float partial[2];
@@ -404,7 +405,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, 1) norm_cluster_kernel(NormKer
     return warp_sum<K::kWarp>(cluster_read(&partial[k], static_cast<unsigned>(lane % blocks)),
                               blocks);
   };
-  normalize_row_slice<K, kWhole, K::kClusterItems>(a, row, true, t, tpr, first_col, a.items,
+  normalize_row_slice<K, kWhole, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
                                                    reduce, t == 0 && rank == 0);
   cluster_barrier();
 }

@@ -52,6 +52,15 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     }
   }
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
+  if (cluster_blocks > 8) {
+    static std::atomic<bool> allowed[2][kMaxDevicesTracked];
+    std::atomic<bool>& done = allowed[a.cols % K::kGroup == 0][info.index % kMaxDevicesTracked];
+    if (!done.load()) {
+      const ErrorCode e = allow_large_clusters(kernel);
+      if (e != kSuccess) return status_from("norm: allowing 16-block clusters", e);
+      done.store(true);
+    }
+  }
   if (cfg.path == Path::kStaged) {
     kernel = norm_staged_kernel<K>;
     smem = static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
