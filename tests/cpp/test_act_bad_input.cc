@@ -240,6 +240,12 @@ TEST_P(ActBadInput, EmptyBatchIsANoOp) {
   EXPECT_TRUE(gelu_and_mul(half, half, half).ok());
   EXPECT_TRUE(silu_and_mul_quant_fp8(fp8, scale, x, kFNUZ).ok());
   EXPECT_TRUE(act_and_mul_backward(kSilu, x, half, x).ok());
+  // An empty slice of a larger tensor keeps its parent's strides, which need not flatten.
+  const TensorView slice = TensorView::strided(o.x.data(), DType::kBFloat16, d, {2, 0, 2 * kN},
+                                               {3 * 2 * kN, 2 * kN, 1});
+  const TensorView out_slice = TensorView::strided(o.out.data(), DType::kBFloat16, d, {2, 0, kN},
+                                                   {3 * kN, kN, 1});
+  EXPECT_TRUE(silu_and_mul(out_slice, slice).ok());
   if (GetParam() == Backend::kGPU) ASSERT_TRUE(gpu_synchronize(0).ok());
   const std::vector<RowBuffer*> all = o.all();
   for (size_t i = 0; i < all.size(); ++i) {
