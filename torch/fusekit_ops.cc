@@ -17,6 +17,11 @@
 // Schemas follow the vLLM convention: mutated arguments are marked (Tensor(a!)), in-place ops end
 // in '_', out variants take their outputs first and return nothing; functional ops return fresh
 // tensors. Per-row statistics (rstd, mean) are float32 tensors of shape [M], M = x.numel() / N.
+//
+// The gated activations come once per activation (silu, gelu_tanh, gelu), as C++ templates on
+// fusekit::Activation registered under each name: {act}_and_mul on the fused [..., 2N] input,
+// {act}_and_mul_split on separate gate and up, their _quant_fp8 forms and their backward passes.
+// The fp8 format is an explicit string argument ("e4m3fn" or "e4m3fnuz"), never inferred.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -52,6 +57,8 @@ DType dtype_of(ScalarType t, const char* op, const char* arg) {
     case ScalarType::Int: return DType::kInt32;
     case ScalarType::Long: return DType::kInt64;
     case ScalarType::Byte: return DType::kUInt8;
+    case ScalarType::Float8_e4m3fn: return DType::kFloat8E4M3FN;
+    case ScalarType::Float8_e4m3fnuz: return DType::kFloat8E4M3FNUZ;
     default:
       throw std::invalid_argument(std::string("unsupported: ") + op + ": " + arg +
                                   ": expected dtype float32 or float16 or bfloat16 but got " +
@@ -337,6 +344,184 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(Tensor grad_out, Tensor x
   return {grad_x, grad_weight, grad_bias};
 }
 
+// ---- Gated activations ---------------------------------------------------------------------
+// x: [..., 2N], gate in x[..., :N] and up in x[..., N:]; or gate, up: [..., N] (strided views
+// allowed, as the C++ API allows). out: [..., N] in the inputs' dtype, or for the fp8 forms in the
+// fp8 dtype of `format`, with a float32 scale per row: [M], or [..., 1] with scale_keepdim.
+
+constexpr Activation kActivations[] = {Activation::kSilu, Activation::kGeluTanh,
+                                       Activation::kGelu};
+
+// The operator's name: e.g. act_op_name(kGelu, "_split_out") == "gelu_and_mul_split_out".
+std::string act_op_name(Activation act, const char* suffix) {
+  return std::string(activation_name(act)) + "_and_mul" + suffix;
+}
+
+// t's shape with the last dimension replaced by `last` (rank 0 stays rank 0: the C++ check of t
+// reports it).
+std::vector<int64_t> with_last(const Tensor& t, int64_t last) {
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  if (!shape.empty()) shape.back() = last;
+  return shape;
+}
+
+int64_t last_dim(const Tensor& t) { return t.dim() > 0 ? t.size(t.dim() - 1) : 0; }
+
+Fp8Format fp8_format_of(const std::string& format, const std::string& op) {
+  if (format == "e4m3fn") return Fp8Format::kE4M3FN;
+  if (format == "e4m3fnuz") return Fp8Format::kE4M3FNUZ;
+  throw std::invalid_argument("invalid argument: " + op +
+                              ": format: expected \"e4m3fn\" or \"e4m3fnuz\" but got \"" + format +
+                              "\"");
+}
+
+ScalarType fp8_scalar_type(Fp8Format format) {
+  return format == Fp8Format::kE4M3FNUZ ? ScalarType::Float8_e4m3fnuz : ScalarType::Float8_e4m3fn;
+}
+
+// The float32 per-row scales of a quantized out (`like`: the tensor whose rows they are).
+Tensor act_scales(const Tensor& like, bool keepdim) {
+  if (keepdim) return torch::stable::new_empty(like, with_last(like, 1), ScalarType::Float);
+  return empty_vector(like, rows_of(like), ScalarType::Float);
+}
+
+template <Activation kAct>
+void act_and_mul_out(Tensor out, Tensor x) {
+  const std::string op = act_op_name(kAct, "_out");
+  raise_if_error(fusekit::act_and_mul(kAct, view(out, op.c_str(), "out"),
+                                      view(x, op.c_str(), "x"), stream_of(x)));
+}
+
+template <Activation kAct>
+Tensor act_and_mul(Tensor x) {
+  Tensor out = torch::stable::new_empty(x, with_last(x, last_dim(x) / 2), x.scalar_type());
+  act_and_mul_out<kAct>(out, x);
+  return out;
+}
+
+template <Activation kAct>
+void act_and_mul_split_out(Tensor out, Tensor gate, Tensor up) {
+  const std::string op = act_op_name(kAct, "_split_out");
+  raise_if_error(fusekit::act_and_mul(kAct, view(out, op.c_str(), "out"),
+                                      view(gate, op.c_str(), "gate"), view(up, op.c_str(), "up"),
+                                      stream_of(gate)));
+}
+
+template <Activation kAct>
+Tensor act_and_mul_split(Tensor gate, Tensor up) {
+  Tensor out = empty_like_rows(gate, gate.scalar_type());
+  act_and_mul_split_out<kAct>(out, gate, up);
+  return out;
+}
+
+template <Activation kAct>
+void act_and_mul_quant_fp8_out(Tensor out, Tensor scale, Tensor x, std::string format,
+                               double scale_upper_bound) {
+  const std::string op = act_op_name(kAct, "_quant_fp8_out");
+  const char* o = op.c_str();
+  raise_if_error(fusekit::act_and_mul_quant_fp8(
+      kAct, view(out, o, "out"), view(scale, o, "scale"), view(x, o, "x"),
+      fp8_format_of(format, op), to_float(scale_upper_bound), stream_of(x)));
+}
+
+template <Activation kAct>
+std::tuple<Tensor, Tensor> act_and_mul_quant_fp8(Tensor x, std::string format,
+                                                 double scale_upper_bound, bool scale_keepdim) {
+  const Fp8Format f = fp8_format_of(format, act_op_name(kAct, "_quant_fp8"));
+  Tensor out = torch::stable::new_empty(x, with_last(x, last_dim(x) / 2), fp8_scalar_type(f));
+  Tensor scale = act_scales(out, scale_keepdim);
+  act_and_mul_quant_fp8_out<kAct>(out, scale, x, format, scale_upper_bound);
+  return {out, scale};
+}
+
+template <Activation kAct>
+void act_and_mul_split_quant_fp8_out(Tensor out, Tensor scale, Tensor gate, Tensor up,
+                                     std::string format, double scale_upper_bound) {
+  const std::string op = act_op_name(kAct, "_split_quant_fp8_out");
+  const char* o = op.c_str();
+  raise_if_error(fusekit::act_and_mul_quant_fp8(
+      kAct, view(out, o, "out"), view(scale, o, "scale"), view(gate, o, "gate"),
+      view(up, o, "up"), fp8_format_of(format, op), to_float(scale_upper_bound),
+      stream_of(gate)));
+}
+
+template <Activation kAct>
+std::tuple<Tensor, Tensor> act_and_mul_split_quant_fp8(Tensor gate, Tensor up,
+                                                       std::string format,
+                                                       double scale_upper_bound,
+                                                       bool scale_keepdim) {
+  const Fp8Format f = fp8_format_of(format, act_op_name(kAct, "_split_quant_fp8"));
+  Tensor out = empty_like_rows(gate, fp8_scalar_type(f));
+  Tensor scale = act_scales(out, scale_keepdim);
+  act_and_mul_split_quant_fp8_out<kAct>(out, scale, gate, up, format, scale_upper_bound);
+  return {out, scale};
+}
+
+template <Activation kAct>
+Tensor act_and_mul_backward(Tensor grad_out, Tensor x) {
+  const std::string op = act_op_name(kAct, "_backward");
+  const char* o = op.c_str();
+  Tensor grad_x = empty_like_rows(x, x.scalar_type());
+  raise_if_error(fusekit::act_and_mul_backward(kAct, view(grad_x, o, "grad_x"),
+                                               view(grad_out, o, "grad_out"), view(x, o, "x"),
+                                               stream_of(x)));
+  return grad_x;
+}
+
+template <Activation kAct>
+std::tuple<Tensor, Tensor> act_and_mul_split_backward(Tensor grad_out, Tensor gate, Tensor up) {
+  const std::string op = act_op_name(kAct, "_split_backward");
+  const char* o = op.c_str();
+  Tensor grad_gate = empty_like_rows(gate, gate.scalar_type());
+  Tensor grad_up = empty_like_rows(gate, gate.scalar_type());
+  raise_if_error(fusekit::act_and_mul_backward(
+      kAct, view(grad_gate, o, "grad_gate"), view(grad_up, o, "grad_up"),
+      view(grad_out, o, "grad_out"), view(gate, o, "gate"), view(up, o, "up"), stream_of(gate)));
+  return {grad_gate, grad_up};
+}
+
+template <Activation kAct, typename Library>
+void register_act_kernels(Library& m) {
+  const auto impl = [&](const char* suffix, auto boxed) {
+    m.impl(act_op_name(kAct, suffix).c_str(), boxed);
+  };
+  impl("", TORCH_BOX(&act_and_mul<kAct>));
+  impl("_out", TORCH_BOX(&act_and_mul_out<kAct>));
+  impl("_split", TORCH_BOX(&act_and_mul_split<kAct>));
+  impl("_split_out", TORCH_BOX(&act_and_mul_split_out<kAct>));
+  impl("_quant_fp8", TORCH_BOX(&act_and_mul_quant_fp8<kAct>));
+  impl("_quant_fp8_out", TORCH_BOX(&act_and_mul_quant_fp8_out<kAct>));
+  impl("_split_quant_fp8", TORCH_BOX(&act_and_mul_split_quant_fp8<kAct>));
+  impl("_split_quant_fp8_out", TORCH_BOX(&act_and_mul_split_quant_fp8_out<kAct>));
+  impl("_backward", TORCH_BOX(&act_and_mul_backward<kAct>));
+  impl("_split_backward", TORCH_BOX(&act_and_mul_split_backward<kAct>));
+}
+
+// The schemas of one activation's operators.
+template <typename Library>
+void define_act_ops(Library& m, Activation act) {
+  const std::string name = act_op_name(act, "");
+  const std::string fp8 = "str format, float scale_upper_bound=0.0";
+  for (const std::string& schema : {
+           name + "(Tensor x) -> Tensor",
+           name + "_out(Tensor(a!) out, Tensor x) -> ()",
+           name + "_split(Tensor gate, Tensor up) -> Tensor",
+           name + "_split_out(Tensor(a!) out, Tensor gate, Tensor up) -> ()",
+           name + "_quant_fp8(Tensor x, " + fp8 + ", bool scale_keepdim=False) -> "
+                  "(Tensor out, Tensor scale)",
+           name + "_quant_fp8_out(Tensor(a!) out, Tensor(b!) scale, Tensor x, " + fp8 + ") -> ()",
+           name + "_split_quant_fp8(Tensor gate, Tensor up, " + fp8 +
+               ", bool scale_keepdim=False) -> (Tensor out, Tensor scale)",
+           name + "_split_quant_fp8_out(Tensor(a!) out, Tensor(b!) scale, Tensor gate, "
+                  "Tensor up, " + fp8 + ") -> ()",
+           name + "_backward(Tensor grad_out, Tensor x) -> Tensor grad_x",
+           name + "_split_backward(Tensor grad_out, Tensor gate, Tensor up) -> "
+                  "(Tensor grad_gate, Tensor grad_up)",
+       }) {
+    m.def(schema.c_str());
+  }
+}
+
 template <typename Library>
 void register_kernels(Library& m) {
   m.impl("rms_norm", TORCH_BOX(&rms_norm));
@@ -355,6 +540,9 @@ void register_kernels(Library& m) {
   m.impl("fused_add_layer_norm_", TORCH_BOX(&fused_add_layer_norm_inplace));
   m.impl("rms_norm_backward", TORCH_BOX(&rms_norm_backward));
   m.impl("layer_norm_backward", TORCH_BOX(&layer_norm_backward));
+  register_act_kernels<Activation::kSilu>(m);
+  register_act_kernels<Activation::kGeluTanh>(m);
+  register_act_kernels<Activation::kGelu>(m);
 }
 
 }  // namespace
@@ -402,6 +590,10 @@ STABLE_TORCH_LIBRARY(fusekit, m) {
   m.def("layer_norm_backward(Tensor grad_out, Tensor x, Tensor mean, Tensor rstd, "
         "Tensor? weight, Tensor? bias, Tensor? grad_residual_out=None, bool weight_grad=True, "
         "bool bias_grad=True) -> (Tensor grad_x, Tensor grad_weight, Tensor grad_bias)");
+  // Gated activations: see "Gated activations" above for the shapes.
+  for (const fusekit::Activation act : fusekit::torch_ops::kActivations) {
+    fusekit::torch_ops::define_act_ops(m, act);
+  }
 }
 
 STABLE_TORCH_LIBRARY_IMPL(fusekit, CPU, m) { fusekit::torch_ops::register_kernels(m); }

@@ -1,10 +1,13 @@
-"""fusekit: fused normalization kernels for transformer models, as PyTorch operators.
+"""fusekit: fused normalization and gated-activation kernels for transformer models, as PyTorch
+operators.
 
     import fusekit
     y = fusekit.rms_norm(x, weight, eps=1e-6)                      # [..., N] -> [..., N]
     y, residual = fusekit.fused_add_rms_norm(x, residual, weight)   # residual add + RMSNorm
     fusekit.fused_add_rms_norm_(x, residual, weight)                # in place (vLLM convention)
     norm = fusekit.RMSNorm(4096); norm.load_state_dict(hf_norm.state_dict())
+    h = fusekit.silu_and_mul(gate_up)                               # [..., 2N] -> [..., N]
+    q, scale = fusekit.silu_and_mul_quant_fp8(gate_up, format="e4m3fn")  # fp8 per token
 
 The compiled operators are also reachable as torch.ops.fusekit.* (schemas in torch/fusekit_ops.cc).
 Importing never fails: without a usable compiled library, or for devices and dtypes it has no
@@ -18,6 +21,14 @@ import torch
 
 from . import _loader
 from ._version import __version__
+from .activation import (
+    gelu_and_mul,
+    gelu_and_mul_quant_fp8,
+    gelu_tanh_and_mul,
+    gelu_tanh_and_mul_quant_fp8,
+    silu_and_mul,
+    silu_and_mul_quant_fp8,
+)
 from .functional import (
     fused_add_layer_norm,
     fused_add_layer_norm_,
@@ -38,9 +49,11 @@ if _loader.STATE.loaded:
         _loader.STATE.reason = (
             f"registering the operators' fake and autograd kernels failed: {error}")
 
+from . import activation as _activation
 from . import functional as _functional
 
-__all__ = ["__version__", "build_info", *_functional.__all__, "RMSNorm", "LayerNorm"]
+__all__ = ["__version__", "build_info", *_functional.__all__, *_activation.__all__, "RMSNorm",
+           "LayerNorm"]
 
 
 def build_info() -> dict:

@@ -11,7 +11,9 @@ so warns once, naming the reason.
 Environment, read once at import:
   FUSEKIT_DISABLE=1              never load the library: eager implementations everywhere
   FUSEKIT_DISABLE_OPS=a,b        eager implementations for these op families (rms_norm,
-                                 fused_add_rms_norm, layer_norm, fused_add_layer_norm)
+                                 fused_add_rms_norm, layer_norm, fused_add_layer_norm,
+                                 silu_and_mul, gelu_tanh_and_mul, gelu_and_mul, and their
+                                 fp8 forms silu_and_mul_quant_fp8, ...)
   FUSEKIT_LIBRARY=/path/lib.so   load this library instead of the packaged one
 """
 
@@ -26,7 +28,9 @@ import torch
 
 LIBRARY_NAME = "libfusekit_torch.so"
 BUILD_INFO_NAME = "fusekit_build_info.json"
-OP_FAMILIES = ("rms_norm", "fused_add_rms_norm", "layer_norm", "fused_add_layer_norm")
+OP_FAMILIES = ("rms_norm", "fused_add_rms_norm", "layer_norm", "fused_add_layer_norm",
+               "silu_and_mul", "gelu_tanh_and_mul", "gelu_and_mul", "silu_and_mul_quant_fp8",
+               "gelu_tanh_and_mul_quant_fp8", "gelu_and_mul_quant_fp8")
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -175,8 +179,9 @@ def fallback_reason(family: str, x: torch.Tensor, params: tuple,
                     residual_dtype: torch.dtype | None = None) -> str | None:
     """Why a call of `family` on these tensors cannot use the compiled kernels (None: it can).
 
-    `params` are weight and bias (either may be None); `residual_dtype` is the dtype of the
-    residual the call will pass (after any conversion). Mirrors the C++ API's dtype rules.
+    `params` are weight and bias (either may be None; none for the gated activations, whose up
+    must have x's dtype, checked by the caller); `residual_dtype` is the dtype of the residual the
+    call will pass (after any conversion). Mirrors the C++ API's dtype rules.
     """
     if STATE.disabled or family in STATE.disabled_ops:
         return "disabled by FUSEKIT_DISABLE / FUSEKIT_DISABLE_OPS"

@@ -3,13 +3,17 @@ and torch.export trace them without running them, and autograd formulas over the
 
 The fake implementations allocate exactly what the C++ operators do (torch/fusekit_ops.cc):
 outputs contiguous with x's shape, per-row statistics float32 [M], parameter gradients [N] in the
-parameter's dtype or [0] when not asked for. Mutating ops return nothing.
+parameter's dtype or [0] when not asked for. Mutating ops return nothing. The gated activations'
+outputs have the last dimension N (half of x's [..., 2N], or gate's), in the inputs' dtype or the
+fp8 dtype of the format, with float32 scales [M] or [..., 1].
 
 Autograd. The *_with_rstd / *_with_stats ops save their statistics (fusekit.functional uses them
 whenever a gradient is needed); the plain functional ops, when called directly through
 torch.ops, recompute them in backward with one forward pass. Gradients of the fused add reach x
 and residual through grad_h (of residual_out, the normalized rows), cast to each one's dtype. The
-per-row statistics are not differentiable outputs.
+per-row statistics are not differentiable outputs. The gated activations differentiate through
+their C++ backward ops ({act}_and_mul_backward, {act}_and_mul_split_backward); their fp8 forms
+are not differentiable.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import functools
 import operator
 
 import torch
+
+from .activation import ACTIVATIONS, fp8_dtype
 
 _ops = torch.ops.fusekit
 
@@ -38,6 +44,63 @@ def _param_grad(x, wanted, param):
     if wanted and param is not None:
         return param.new_empty((param.shape[-1],))
     return x.new_empty((0,), dtype=param.dtype if param is not None else x.dtype)
+
+
+def _half_last(x, dtype=None):
+    shape = tuple(x.shape[:-1]) + (x.shape[-1] // 2,) if x.dim() > 0 else ()
+    return x.new_empty(shape, dtype=dtype or x.dtype)
+
+
+def _scales(out, keepdim):
+    if keepdim:
+        return out.new_empty(tuple(out.shape[:-1]) + (1,), dtype=torch.float32)
+    return _stats(out)
+
+
+def _register_act_fakes(fake, act: str) -> None:
+    name = f"fusekit::{act}_and_mul"
+
+    @fake(name)
+    def _(x):
+        return _half_last(x)
+
+    @fake(name + "_out")
+    def _(out, x):
+        return None
+
+    @fake(name + "_split")
+    def _(gate, up):
+        return _like(gate)
+
+    @fake(name + "_split_out")
+    def _(out, gate, up):
+        return None
+
+    @fake(name + "_quant_fp8")
+    def _(x, format, scale_upper_bound=0.0, scale_keepdim=False):
+        out = _half_last(x, fp8_dtype(f"{act}_and_mul_quant_fp8", format))
+        return out, _scales(out, scale_keepdim)
+
+    @fake(name + "_quant_fp8_out")
+    def _(out, scale, x, format, scale_upper_bound=0.0):
+        return None
+
+    @fake(name + "_split_quant_fp8")
+    def _(gate, up, format, scale_upper_bound=0.0, scale_keepdim=False):
+        out = _like(gate, fp8_dtype(f"{act}_and_mul_split_quant_fp8", format))
+        return out, _scales(out, scale_keepdim)
+
+    @fake(name + "_split_quant_fp8_out")
+    def _(out, scale, gate, up, format, scale_upper_bound=0.0):
+        return None
+
+    @fake(name + "_backward")
+    def _(grad_out, x):
+        return _like(x)
+
+    @fake(name + "_split_backward")
+    def _(grad_out, gate, up):
+        return _like(gate), _like(gate)
 
 
 def _register_fakes() -> None:
@@ -111,6 +174,9 @@ def _register_fakes() -> None:
     def _(grad_out, x, mean, rstd, weight, bias, grad_residual_out=None, weight_grad=True,
           bias_grad=True):
         return _like(x), _param_grad(x, weight_grad, weight), _param_grad(x, bias_grad, bias)
+
+    for act in ACTIVATIONS:
+        _register_act_fakes(fake, act)
 
 
 # ---- autograd -----------------------------------------------------------------------------------
@@ -235,7 +301,37 @@ def _register_layer_autograd() -> None:
         torch.library.register_autograd(name, backward_fused, setup_context=setup_fused)
 
 
+def _register_act_autograd(act: str) -> None:
+    backward_fused = getattr(_ops, f"{act}_and_mul_backward")
+    backward_split = getattr(_ops, f"{act}_and_mul_split_backward")
+
+    # {act}_and_mul(x) -> out
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, grad_out):
+        (x,) = ctx.saved_tensors
+        return backward_fused(_contiguous(grad_out), x)
+
+    torch.library.register_autograd(f"fusekit::{act}_and_mul", backward, setup_context=setup)
+
+    # {act}_and_mul_split(gate, up) -> out
+    def setup_split(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward_split_fn(ctx, grad_out):
+        gate, up = ctx.saved_tensors
+        grad_gate, grad_up = backward_split(_contiguous(grad_out), gate, up)
+        return (_keep(ctx.needs_input_grad[0], grad_gate),
+                _keep(ctx.needs_input_grad[1], grad_up))
+
+    torch.library.register_autograd(f"fusekit::{act}_and_mul_split", backward_split_fn,
+                                    setup_context=setup_split)
+
+
 def register() -> None:
     _register_fakes()
     _register_rms_autograd()
     _register_layer_autograd()
+    for act in ACTIVATIONS:
+        _register_act_autograd(act)

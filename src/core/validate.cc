@@ -40,10 +40,13 @@ Status as_rows(const char* op, const char* arg, const TensorView& t, Rows* rows)
                                 std::to_string(t.strides[t.ndim - 1]));
   }
   // Flatten the leading dims: walking outwards, every dim of size > 1 must step by exactly the
-  // span of the dims inside it, measured in rows of `row_stride`.
-  int64_t m = 1;
+  // span of the dims inside it, measured in rows of `row_stride`. A leading dim of size 0 leaves
+  // no rows, whatever the strides (an empty slice of a larger tensor keeps its parent's).
+  bool no_rows = false;
+  for (int d = 0; d + 1 < t.ndim; ++d) no_rows = no_rows || t.shape[d] == 0;
+  int64_t m = no_rows ? 0 : 1;
   int64_t row_stride = -1;
-  for (int d = t.ndim - 2; d >= 0; --d) {
+  for (int d = t.ndim - 2; d >= 0 && !no_rows; --d) {
     const int64_t size = t.shape[d];
     if (size == 1) continue;
     if (row_stride < 0) {

@@ -1,7 +1,8 @@
 """torch.library.opcheck on every fusekit operator: the schema's mutation annotations match what
 the kernel writes, the fake implementation matches the real outputs' metadata, the autograd
 registration is complete, and AOT dispatch (what torch.compile uses) traces it, with dynamic
-shapes. Differentiable ops get inputs that require grad; mutating ops get inputs that do not."""
+shapes. Differentiable ops get inputs that require grad; mutating ops and the fp8 forms (not
+differentiable) get inputs that do not."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from conftest import randn
 
 ops = torch.ops.fusekit
 BF16, F32 = torch.bfloat16, torch.float32
+FP8 = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
 
 
 def samples(device, gen):
@@ -53,18 +55,71 @@ def samples(device, gen):
         (ops.layer_norm_backward, (grad, xs, mean, rstd, ws, bs, None, True, True), {}),
         (ops.layer_norm_backward, (grad, h, mean, rstd, None, bs, torch.randn_like(h), False,
                                    True), {}),
-    ]
+    ] + act_samples(t)
+
+
+def act_samples(t):
+    """The gated activations: fused [m, 2n] input and strided gate / up views (the halves of one
+    buffer), plain, fp8 (both formats, [M] and [..., 1] scales), out= and backward forms."""
+    m, n = 5, 48
+    samples = []
+    for act in ("silu", "gelu_tanh", "gelu"):
+        op = lambda suffix: getattr(ops, f"{act}_and_mul{suffix}")  # noqa: E731
+        x = t((m, 2 * n), grad=True)
+        xs = x.detach()
+        gate, up = xs[:, :n], xs[:, n:]
+        gate_g, up_g = gate.clone().requires_grad_(), t((m, n), grad=True)
+        out = torch.empty((m, n), device=xs.device, dtype=BF16)
+        fp8 = torch.empty((m, n), device=xs.device, dtype=torch.float8_e4m3fnuz)
+        scale = torch.empty((m, 1), device=xs.device)
+        grad = t((m, n))
+        samples += [
+            (op(""), (x,), {}),
+            (op(""), (t((2, 3, 2 * n), F32, grad=True),), {}),
+            (op("_out"), (out, xs), {}),
+            (op("_split"), (gate_g, up_g), {}),
+            (op("_split_out"), (out.clone(), gate, up), {}),
+            (op("_quant_fp8"), (xs, "e4m3fn"), {}),
+            (op("_quant_fp8"), (xs, "e4m3fnuz", 0.01, True), {}),
+            (op("_quant_fp8_out"), (fp8, scale, xs, "e4m3fnuz"), {"scale_upper_bound": 0.5}),
+            (op("_split_quant_fp8"), (gate, up, "e4m3fn"), {"scale_keepdim": True}),
+            (op("_split_quant_fp8_out"), (fp8.clone(), scale.view(-1).clone(), gate, up,
+                                          "e4m3fnuz"), {}),
+            (op("_backward"), (grad, xs), {}),
+            (op("_split_backward"), (grad, gate, up), {}),
+        ]
+    return samples
 
 
 def test_every_operator_is_checked(device, gen):
     checked = {op._qualified_op_name for op, _, _ in samples(device, gen)}
     registered = {name for name in torch._C._dispatch_get_all_op_names()
                   if name.startswith("fusekit::")}
-    assert len(registered) == 16
+    assert len(registered) == 16 + 3 * 10  # norms, then 10 per gated activation
     assert registered <= checked, f"not opchecked: {sorted(registered - checked)}"
 
 
-@pytest.mark.parametrize("index", range(22))
+# opcheck's test_schema compares each mutated argument before and after with arithmetic that
+# PyTorch does not implement for float8 tensors; for the fp8 out= forms the other checks run, and
+# test_fp8_out_schemas_mark_their_outputs checks what test_schema would have.
+_ALL_BUT_SCHEMA = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+@pytest.mark.parametrize("index", range(22 + 3 * 12))
 def test_opcheck(device, gen, index):
     op, args, kwargs = samples(device, gen)[index]
-    torch.library.opcheck(op, args, kwargs)
+    fp8_out = any(isinstance(a, torch.Tensor) and a.dtype in FP8 for a in args[:1])
+    if fp8_out:
+        torch.library.opcheck(op, args, kwargs, test_utils=_ALL_BUT_SCHEMA)
+    else:
+        torch.library.opcheck(op, args, kwargs)
+
+
+def test_fp8_out_schemas_mark_their_outputs():
+    for act in ("silu", "gelu_tanh", "gelu"):
+        for form in ("quant_fp8_out", "split_quant_fp8_out"):
+            schema = getattr(ops, f"{act}_and_mul_{form}").default._schema
+            written = [a.name for a in schema.arguments
+                       if a.alias_info is not None and a.alias_info.is_write]
+            assert written == ["out", "scale"], (schema, written)
+            assert not schema.returns
