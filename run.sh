@@ -2,7 +2,10 @@
 # The two entry points of fusekit:
 #
 #   ./run.sh bench [benchmark args]   build, then run the benchmark (on the GPU when there is one,
-#                                     else on the CPU backend); JSON goes to build/bench.json
+#                                     else on the CPU backend): when python3 has torch, the
+#                                     comparative one (python3 -m fusekit bench: fusekit vs PyTorch
+#                                     eager, torch.compile and, given --seed-dir, the seed Triton
+#                                     kernels), else the C++ one; JSON goes to build/bench.json
 #   ./run.sh test                     build, then run every test: the C++ suite with ctest, and the
 #                                     PyTorch operators and Python package with pytest (GPU tests
 #                                     run when a GPU is present and are skipped, with the reason,
@@ -27,7 +30,11 @@ fi
 
 build_dir=build/release
 args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEKIT_GPU="${FUSEKIT_GPU:-AUTO}")
-# test builds the PyTorch operator library (torch/) too, against python3's torch.
+# test, and bench when python3 has torch, build the PyTorch operator library (torch/) too.
+if [ "$what" = bench ] && python3 -c "import torch" >/dev/null 2>&1; then
+  python_bench=ON
+  args+=(-DFUSEKIT_TORCH=ON -DPython_EXECUTABLE="$(command -v python3)")
+fi
 if [ "$what" = test ]; then
   args+=(-DFUSEKIT_TORCH="$python_tests" -DPython_EXECUTABLE="$(command -v python3)")
 fi
@@ -41,8 +48,14 @@ cmake "${args[@]}" >/dev/null
 
 case "$what" in
   bench)
-    cmake --build "$build_dir" --target fusekit_bench
-    "$build_dir/bench/fusekit_bench" --json build/bench.json "$@"
+    if [ "${python_bench:-OFF}" = ON ]; then
+      cmake --build "$build_dir" --target fusekit_torch
+      FUSEKIT_LIBRARY="$PWD/$build_dir/torch/libfusekit_torch.so" PYTHONPATH=python \
+        python3 -m fusekit bench --json build/bench.json --plot build/bench.png "$@"
+    else
+      cmake --build "$build_dir" --target fusekit_bench
+      "$build_dir/bench/fusekit_bench" --json build/bench.json "$@"
+    fi
     ;;
   test)
     cmake --build "$build_dir"
