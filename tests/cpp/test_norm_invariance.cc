@@ -95,6 +95,35 @@ INSTANTIATE_TEST_SUITE_P(
              norm_op_name(std::get<1>(info.param));
     });
 
+// Random GPU inputs for an M x N problem (x, residual, weight, bias) and a NormProblem over
+// them; outputs are set by the caller.
+struct LaunchShapeInputs {
+  LaunchShapeInputs(bool layer, bool add, DType dtype, int64_t m, int64_t n, uint32_t seed)
+      : x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n),
+        w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n) {
+    std::mt19937 rng(seed);
+    for (RowBuffer* in : {&x, &r, &w, &b}) {
+      in->fill_random(rng);
+      in->upload();
+    }
+    p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
+    p.add_residual = add;
+    p.rows = m;
+    p.cols = n;
+    p.x_dtype = p.weight_dtype = p.residual_dtype = dtype;
+    p.x = x.data();
+    p.x_stride = n;
+    p.residual = r.data();
+    p.residual_stride = n;
+    p.weight = w.data();
+    p.bias = layer ? b.data() : nullptr;
+    p.eps = 1e-5f;
+    p.device = Device::gpu(0);
+  }
+  RowBuffer x, r, w, b;
+  detail::NormProblem p;
+};
+
 // The registers path sums in one order for every power-of-two number of groups per thread, which
 // is what lets the GPU choose that number from the batch size: each launch shape must give the
 // same bits.
@@ -106,27 +135,8 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
         for (int64_t n : {7, 769, 4096, 5125, 8192}) {
           const int64_t m = 7;
-          std::mt19937 rng(static_cast<uint32_t>(n));
-          RowBuffer x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n);
-          RowBuffer w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n);
-          for (RowBuffer* in : {&x, &r, &w, &b}) {
-            in->fill_random(rng);
-            in->upload();
-          }
-          detail::NormProblem p;
-          p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
-          p.add_residual = add;
-          p.rows = m;
-          p.cols = n;
-          p.x_dtype = p.weight_dtype = p.residual_dtype = dtype;
-          p.x = x.data();
-          p.x_stride = n;
-          p.residual = r.data();
-          p.residual_stride = n;
-          p.weight = w.data();
-          p.bias = layer ? b.data() : nullptr;
-          p.eps = 1e-5f;
-          p.device = Device::gpu(0);
+          LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
+          detail::NormProblem& p = in.p;
           gpu::NormShape shape;
           ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
           std::vector<uint64_t> reference;
@@ -183,27 +193,8 @@ TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
     for (const bool add : {false, true}) {
       const DType dtype = DType::kBFloat16;
       const int64_t m = 3, n = 32768 - 3;  // not whole groups: the bounds-checked variant too
-      std::mt19937 rng(static_cast<uint32_t>(n + layer + 2 * add));
-      RowBuffer x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n);
-      RowBuffer w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n);
-      for (RowBuffer* in : {&x, &r, &w, &b}) {
-        in->fill_random(rng);
-        in->upload();
-      }
-      detail::NormProblem p;
-      p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
-      p.add_residual = add;
-      p.rows = m;
-      p.cols = n;
-      p.x_dtype = p.weight_dtype = p.residual_dtype = dtype;
-      p.x = x.data();
-      p.x_stride = n;
-      p.residual = r.data();
-      p.residual_stride = n;
-      p.weight = w.data();
-      p.bias = layer ? b.data() : nullptr;
-      p.eps = 1e-5f;
-      p.device = Device::gpu(0);
+      LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n + layer + 2 * add));
+      detail::NormProblem& p = in.p;
       gpu::NormShape shape;
       ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
       if (shape.max_cluster_blocks < 8) GTEST_SKIP() << "this GPU has no thread-block clusters";
