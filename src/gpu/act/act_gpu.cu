@@ -2,11 +2,9 @@
 // configuration (act_config.h), then hand over to the per-activation launchers.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <initializer_list>
-#include <tuple>
 
 #include "gpu/act/act_launch.cuh"
+#include "gpu/common/access.h"
 #include "gpu/platform.h"
 
 namespace fusekit::gpu {
@@ -17,32 +15,6 @@ extern template Status launch_act<Activation::kGeluTanh>(const ActLaunch&);
 extern template Status launch_act<Activation::kGelu>(const ActLaunch&);
 
 namespace {
-
-// The widest access (in elements, at most one 16-byte group of the input dtype) that every row
-// of every tensor allows: base addresses aligned to the access, row strides multiples of it.
-int widest_load(int group, int64_t rows,
-                std::initializer_list<std::tuple<const void*, int64_t, size_t>> tensors) {
-  int load = group;
-  for (; load > 1; load /= 2) {
-    bool ok = true;
-    for (const auto& [ptr, stride, elem] : tensors) {
-      if (ptr == nullptr) continue;
-      const size_t align = std::min<size_t>(16, static_cast<size_t>(load) * elem);
-      ok = ok && reinterpret_cast<std::uintptr_t>(ptr) % align == 0 &&
-           (rows <= 1 || stride % load == 0);
-    }
-    if (ok) break;
-  }
-  return load;
-}
-
-bool pdl_enabled_by_default() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FUSEKIT_PDL");
-    return v == nullptr || v[0] != '0';
-  }();
-  return enabled;
-}
 
 Status run(ActLaunch& l, Activation act, int device) {
   DeviceGuard guard(device);

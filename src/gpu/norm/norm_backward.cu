@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "gpu/common/access.h"
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
 #include "gpu/norm/norm_backward_kernel.cuh"
@@ -69,18 +70,14 @@ BackwardLaunch choose_launch(const NormBackwardProblem& p, const DeviceInfo& inf
 // kGroup when every tensor's base and row stride allow whole-group accesses, else 1.
 int widest_load(const NormBackwardProblem& p) {
   const int group = group_elems(p);
-  auto aligned = [&](const void* ptr, int64_t row_stride, DType dtype) {
-    if (ptr == nullptr) return true;
-    const size_t align = std::min<size_t>(16, group * dtype_size(dtype));
-    if (reinterpret_cast<std::uintptr_t>(ptr) % align != 0) return false;
-    return p.rows <= 1 || row_stride % group == 0;
-  };
-  const bool ok = aligned(p.grad_out, p.grad_out_stride, p.grad_out_dtype) &&
-                  aligned(p.x, p.x_stride, p.x_dtype) &&
-                  aligned(p.grad_extra, p.grad_extra_stride, p.x_dtype) &&
-                  aligned(p.grad_x, p.grad_x_stride, p.x_dtype) &&
-                  aligned(p.weight, 0, p.weight_dtype);
-  return ok ? group : 1;
+  const size_t x_bytes = dtype_size(p.x_dtype);
+  const int load = gpu::widest_load(group, p.rows,
+                                    {{p.grad_out, p.grad_out_stride, dtype_size(p.grad_out_dtype)},
+                                     {p.x, p.x_stride, x_bytes},
+                                     {p.grad_extra, p.grad_extra_stride, x_bytes},
+                                     {p.grad_x, p.grad_x_stride, x_bytes},
+                                     {p.weight, 0, dtype_size(p.weight_dtype)}});
+  return load == group ? group : 1;
 }
 
 template <typename TG, typename TH, typename TW, int kGroup, int kLoad, int kWarp>

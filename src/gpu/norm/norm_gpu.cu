@@ -2,8 +2,8 @@
 // and the widest aligned access, then hand over to the per-kind launchers.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
+#include "gpu/common/access.h"
 #include "gpu/common/check.h"
 #include "gpu/norm/norm_gpu.h"
 #include "gpu/norm/norm_kernel.cuh"
@@ -24,34 +24,16 @@ int group_elems(const NormProblem& p) { return 16 / static_cast<int>(dtype_size(
 // The widest access (in elements, at most one group) that every row of every tensor allows.
 int widest_load(const NormProblem& p) {
   const size_t x_bytes = dtype_size(p.x_dtype);
-  const size_t r_bytes = dtype_size(p.residual_dtype);
   const size_t w_bytes = dtype_size(p.weight_dtype);
-  auto aligned = [&](const void* ptr, int64_t row_stride, size_t elem, int load) {
-    if (ptr == nullptr) return true;
-    const size_t align = std::min<size_t>(16, load * elem);
-    if (reinterpret_cast<std::uintptr_t>(ptr) % align != 0) return false;
-    return p.rows <= 1 || row_stride % load == 0;
-  };
-  int load = group_elems(p);
-  for (; load > 1; load /= 2) {
-    bool ok = aligned(p.x, p.x_stride, x_bytes, load) &&
-              aligned(p.out, p.out_stride, x_bytes, load) &&
-              aligned(p.weight, 0, w_bytes, load) && aligned(p.bias, 0, w_bytes, load);
-    if (p.add_residual) {
-      ok = ok && aligned(p.residual, p.residual_stride, r_bytes, load) &&
-           aligned(p.residual_out, p.residual_out_stride, r_bytes, load);
-    }
-    if (ok) break;
-  }
-  return load;
-}
-
-bool pdl_enabled_by_default() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FUSEKIT_PDL");
-    return v == nullptr || v[0] != '0';
-  }();
-  return enabled;
+  const size_t r_bytes = dtype_size(p.residual_dtype);
+  const bool add = p.add_residual;
+  return gpu::widest_load(group_elems(p), p.rows,
+                          {{p.x, p.x_stride, x_bytes},
+                           {p.out, p.out_stride, x_bytes},
+                           {p.weight, 0, w_bytes},
+                           {p.bias, 0, w_bytes},
+                           {add ? p.residual : nullptr, p.residual_stride, r_bytes},
+                           {add ? p.residual_out : nullptr, p.residual_out_stride, r_bytes}});
 }
 
 NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
