@@ -20,15 +20,16 @@
 //   kGelu:     gelu(g) = 0.5 * g * (1 + erf(g / sqrt(2)))
 //
 // fp8 quantization (act_and_mul_quant_fp8). Per row, y = act(gate) * up in float32, then
-//   scale = max(min(max|y| / fp8_max, scale_upper_bound), min_scale),  out = fp8(y / scale)
+//   scale = max(min(max|y| / fp8_max, scale_upper_bound), min_scale),  out = fp8(y * (1 / scale))
 // with fp8_max = 448 (e4m3fn) or 240 (e4m3fnuz), min_scale = 1 / (fp8_max * 512) (the floor
-// vLLM uses, so scales interoperate; it keeps an all-zero row at a finite positive scale and
-// its outputs zeros, -0 where y is -0 and the format has one), and scale_upper_bound = 0 meaning no bound. The float -> fp8 conversion
-// rounds to nearest even and saturates (fusekit/fp8.h); the quotient y / scale is an IEEE float32
-// division. `scale` is float32 with one element per row: shape [M] or out's shape with the last
-// dimension 1. out's dtype must be the fp8 dtype of `format`. A row whose y holds NaN gets a NaN
-// scale and NaN outputs. A y beyond float32's range (only float32 or bfloat16 inputs near their
-// largest values reach it) is taken as +-FLT_MAX: scales stay finite, such elements saturate.
+// vLLM uses, so scales interoperate; it keeps an all-zero row at a finite positive scale and its
+// outputs zeros, -0 where y is -0 and the format has one), and scale_upper_bound = 0 meaning no
+// bound. 1 / scale is one IEEE float32 division per row and y * (1 / scale) one float32 multiply
+// per element; the float -> fp8 conversion rounds to nearest even and saturates (fusekit/fp8.h).
+// `scale` is float32 with one element per row: shape [M] or out's shape with the last dimension
+// 1. out's dtype must be the fp8 dtype of `format`. A row whose y holds NaN gets a NaN scale and
+// NaN outputs. A y beyond float32's range (only float32 or bfloat16 inputs near their largest
+// values reach it) is taken as +-FLT_MAX: scales stay finite, such elements saturate.
 // The format is always an explicit argument: the two encodings are not interchangeable.
 //
 // Backward (act_and_mul_backward): from grad_out [..., N] and the forward inputs,

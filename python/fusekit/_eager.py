@@ -9,7 +9,7 @@ The gated activations follow include/fusekit/activation.h: act(gate) * up in flo
 rounded once. Their fp8 forms quantize exactly as the C++ reference does from the same float32
 products: y beyond float32's range taken as +-FLT_MAX, scale = max|y| / fp8_max capped by
 scale_upper_bound and floored at 1 / (fp8_max * 512) (NaN rows get the canonical NaN scale), then
-y / scale divided in float32, clamped to +-fp8_max (the C++ conversion saturates; torch's cast to
+y * (1 / scale) in float32, clamped to +-fp8_max (the C++ conversion saturates; torch's cast to
 float8 rounds to nearest even but does not) and cast; NaN codes are the format's NaN. The
 activation itself is torch's (F.silu, F.gelu), within an ulp or two of fusekit's, so codes agree
 bit for bit wherever the float32 products do.
@@ -92,7 +92,7 @@ def act_and_mul_quant_fp8(act: str, gate: Tensor, up: Tensor, fp8_dtype: torch.d
                                                   device=y.device))
     scale = torch.maximum(scale, 1.0 / (fp8_max * 512.0))
     scale = torch.where(scale.isnan(), torch.full_like(scale, float("nan")), scale)
-    q = (y / scale).clamp(-fp8_max, fp8_max)
+    q = (y * (1.0 / scale)).clamp(-fp8_max, fp8_max)
     codes = q.to(fp8_dtype)
     nan = q.isnan()
     if bool(nan.any()):

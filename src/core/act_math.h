@@ -158,32 +158,4 @@ struct ActMath<Activation::kGelu> {
   }
 };
 
-// max(m, |v|) that propagates NaN. Without NaN the maximum of a set does not depend on the order
-// it is taken in, so a row's maximum is the same bits for any split of the row among threads.
-FUSEKIT_HOST_DEVICE float max_abs_accumulate(float m, float v) {
-  const float a = fabsf(v);
-  return (a > m || a != a) ? a : m;
-}
-
-// y clamped to float32's finite range (NaN stays NaN). A product act(g) * up beyond float32 (only
-// possible for float32 and bfloat16 inputs near their largest values) is quantized as +-FLT_MAX,
-// so its row's scale stays finite and the element saturates to +-fp8_max.
-FUSEKIT_HOST_DEVICE float saturate_to_float_range(float y) {
-  constexpr float kLargest = 3.40282347e+38f;
-  return fabsf(y) > kLargest ? (y > 0.0f ? kLargest : -kLargest) : y;
-}
-
-// The scale of a quantized row from its max|y| (fusekit/activation.h): max|y| / fp8_max, capped
-// by scale_upper_bound when that is > 0, floored at 1 / (fp8_max * 512). NaN gives the canonical
-// quiet NaN, so the scale's bits do not depend on which NaN of the row won.
-template <class Format>
-FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound) {
-  constexpr float kMinScale = 1.0f / (Format::kMax * 512.0f);
-  float s = max_abs / Format::kMax;
-  if (s != s) return fp8_bits_float(0x7FC00000u);
-  if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;
-  if (s < kMinScale) s = kMinScale;
-  return s;
-}
-
 }  // namespace fusekit::detail

@@ -18,6 +18,7 @@
 // keep their sign in kE4M3FN.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/host_device.h"
@@ -118,6 +119,45 @@ FUSEKIT_HOST_DEVICE float fp8_to_float(uint8_t code) {
   const uint32_t lead = m >= 4u ? 2u : (m >= 2u ? 1u : 0u);
   const uint32_t exponent = static_cast<uint32_t>(127 + 1 - F::kBias - 3) + lead;
   return fp8_bits_float(sign | (exponent << 23) | ((m - (1u << lead)) << (23 - lead)));
+}
+
+// max(m, |v|) that propagates NaN. Without NaN the maximum of a set does not depend on the order
+// it is taken in, so a row's maximum is the same bits for any split of the row among threads.
+FUSEKIT_HOST_DEVICE float max_abs_accumulate(float m, float v) {
+  const float a = fabsf(v);
+  return (a > m || a != a) ? a : m;
+}
+
+// y clamped to float32's finite range (NaN stays NaN). A product act(g) * up beyond float32 (only
+// possible for float32 and bfloat16 inputs near their largest values) is quantized as +-FLT_MAX,
+// so its row's scale stays finite and the element saturates to +-fp8_max.
+FUSEKIT_HOST_DEVICE float saturate_to_float_range(float y) {
+  constexpr float kLargest = 3.40282347e+38f;
+  return fabsf(y) > kLargest ? (y > 0.0f ? kLargest : -kLargest) : y;
+}
+
+// Quantization with a float32 scale, shared by every op with an fp8 output:
+//   out = fp8(y * inverse),  inverse = 1 / scale  (both float32 IEEE operations)
+// One reciprocal per row (or per call, for a static scale) and a multiply per element, as vLLM's
+// kernels do; the CPU backend follows the same two steps, so GPU codes match it bit for bit.
+FUSEKIT_HOST_DEVICE float fp8_inverse_scale(float scale) { return 1.0f / scale; }
+
+template <class F>
+FUSEKIT_HOST_DEVICE uint8_t fp8_quantize(float y, float inverse_scale) {
+  return float_to_fp8<F>(y * inverse_scale);
+}
+
+// The dynamic scale of a quantized row from its max|y|: max|y| / fp8_max, capped
+// by scale_upper_bound when that is > 0, floored at 1 / (fp8_max * 512). NaN gives the canonical
+// quiet NaN, so the scale's bits do not depend on which NaN of the row won.
+template <class F>
+FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound) {
+  constexpr float kMinScale = 1.0f / (F::kMax * 512.0f);
+  float s = max_abs / F::kMax;
+  if (s != s) return fp8_bits_float(0x7FC00000u);
+  if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;
+  if (s < kMinScale) s = kMinScale;
+  return s;
 }
 
 // Calls f(Fp8E4M3FN{}) or f(Fp8E4M3FNUZ{}) for a runtime format.

@@ -45,7 +45,8 @@ void act_rows(const ActProblem& p) {
       dispatch_fp8_format(p.format, [&](auto format_tag) {
         using F = decltype(format_tag);
         const float scale = fp8_row_scale<F>(max_abs, p.scale_upper_bound);
-        for (int64_t j = 0; j < n; ++j) out[j] = float_to_fp8<F>(y[static_cast<size_t>(j)] / scale);
+        const float inverse = fp8_inverse_scale(scale);
+        for (int64_t j = 0; j < n; ++j) out[j] = fp8_quantize<F>(y[static_cast<size_t>(j)], inverse);
         p.scale[row] = scale;
       });
     }

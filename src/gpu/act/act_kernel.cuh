@@ -139,10 +139,10 @@ FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename
 
 template <class K, class Format>
 FUSEKIT_DEVICE void quant_group_store(uint8_t* out, int64_t col, int64_t n,
-                                      const float (&y)[K::kGroup], float scale) {
+                                      const float (&y)[K::kGroup], float inverse_scale) {
   Packed<uint8_t, K::kGroup> q;
 #pragma unroll
-  for (int e = 0; e < K::kGroup; ++e) q.elems[e] = detail::float_to_fp8<Format>(y[e] / scale);
+  for (int e = 0; e < K::kGroup; ++e) q.elems[e] = detail::fp8_quantize<Format>(y[e], inverse_scale);
   store_packed<uint8_t, K::kGroup, K::kLoad>(out, col, n, q);
 }
 
@@ -179,10 +179,11 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
         }
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMaxAbs{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+        const float inverse = detail::fp8_inverse_scale(scale);
         for (int64_t col = first_col; col < n; col += col_step) {
           float y[G];
           quant_group_values<K>(gate, up, col, n, y);
-          quant_group_store<K, Format>(out, col, n, y, scale);
+          quant_group_store<K, Format>(out, col, n, y, inverse);
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       } else {
@@ -201,10 +202,11 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
         }
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMaxAbs{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+        const float inverse = detail::fp8_inverse_scale(scale);
 #pragma unroll
         for (int i = 0; i < kQuantItems; ++i) {
           const int64_t col = first_col + i * col_step;
-          if (col < n) quant_group_store<K, Format>(out, col, n, y[i], scale);
+          if (col < n) quant_group_store<K, Format>(out, col, n, y[i], inverse);
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       }
