@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "fusekit/fp8.h"
 #include "fusekit/status.h"
 #include "fusekit/tensor.h"
 
@@ -21,7 +22,7 @@ struct NormProblem {
   int64_t rows = 0;  // M
   int64_t cols = 0;  // N
 
-  DType x_dtype = DType::kFloat32;         // also out's dtype
+  DType x_dtype = DType::kFloat32;         // also out's dtype, unless out_fp8
   DType weight_dtype = DType::kFloat32;    // dtype of weight and bias (when present)
   DType residual_dtype = DType::kFloat32;  // dtype of residual and residual_out (add only)
 
@@ -38,6 +39,17 @@ struct NormProblem {
   const void* bias = nullptr;    // [N]; layer norms only, may be null (then 0)
   float* rstd = nullptr;         // [M] optional
   float* mean = nullptr;         // [M] optional, layer norms only
+
+  // fp8 output (RMSNorm kinds only): out holds codes of out_fp8_format, out = fp8(y * (1 / s))
+  // with y the float32 value out would otherwise be rounded from (core/fp8.h). s is either
+  // static_scale[0] (a float32 scalar on the problem's device, read by the kernel) or, with
+  // dynamic_scale set, the row's own scale from max|y| (fp8_row_scale, capped by
+  // scale_upper_bound when > 0), written to dynamic_scale[row]. Exactly one of the two is set.
+  bool out_fp8 = false;
+  Fp8Format out_fp8_format = Fp8Format::kE4M3FN;
+  const float* static_scale = nullptr;  // [1]
+  float* dynamic_scale = nullptr;       // [M]
+  float scale_upper_bound = 0.0f;
 
   float eps = 1e-6f;
   float weight_offset = 0.0f;
