@@ -1,7 +1,9 @@
 """The ops the benchmark runs, and what fusekit is compared with on each.
 
-Every implementation of an op is called the same way, fn(*inputs, eps), with inputs
-(x, [residual], weight, [bias]), so one timing loop serves them all:
+Each op is an OpSpec: it makes the arguments of a call for a shape (make_args: x, [residual],
+weight, [bias], eps for the norms), knows the bytes one call moves (bytes), says how an output is
+checked against eager's (compare), and every implementation of it is called the same way,
+fn(*args), so one timing loop serves them all:
 
   fusekit      fusekit's functional op (compiled kernels, or the package's eager fallback; each
                row says which ran, from fusekit's own fallback check)
@@ -29,6 +31,8 @@ import torch.nn.functional as F
 IMPLS = ("fusekit", "eager", "compile", "seed_triton")
 
 
+# ---- eager formulas ----------------------------------------------------------------------------
+
 def hf_rms_norm(x, weight, eps=1e-6):
     """Hugging Face's LlamaRMSNorm.forward: normalize in float32, cast back, then the weight."""
     h = x.to(torch.float32)
@@ -50,40 +54,101 @@ def eager_fused_add_layer_norm(x, residual, weight, bias, eps=1e-5):
     return eager_layer_norm(h, weight, bias, eps), h
 
 
+# ---- the op specs ------------------------------------------------------------------------------
+
+def _outputs(out) -> tuple:
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
 @dataclass(frozen=True)
 class OpSpec:
-    name: str             # fusekit's functional name (and op family)
-    residual: bool        # takes a residual and returns x + residual as a second output
-    params: int           # [N] vectors: weight, or weight and bias
-    eps: float
-    eager: Callable
-    seed_name: str | None  # function in seed_triton.py, if the seeds have this op
+    """One op: its name (fusekit's functional name), the eager formula, and the function of
+    seed_triton.py that computes it, if the seeds have one. Subclasses are the families."""
 
-    @property
-    def row_tensors(self) -> int:
-        """[M, N] tensors moved: x and y, plus residual and residual_out for the fused ops."""
-        return 4 if self.residual else 2
+    name: str
+    eager: Callable
+    seed_name: str | None
+
+    def make_args(self, m: int, n: int, dtype: torch.dtype, device: str) -> tuple:
+        raise NotImplementedError
 
     def bytes(self, m: int, n: int, dtype: torch.dtype) -> int:
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        return itemsize * (self.row_tensors * m * n + self.params * n)
+        raise NotImplementedError
 
-    def make_inputs(self, m: int, n: int, dtype: torch.dtype, device: str) -> tuple:
+    def kernel_args(self, args: tuple) -> tuple:
+        """(x, params, residual dtype): what fusekit's fallback check looks at."""
+        raise NotImplementedError
+
+    def fusekit_fn(self) -> Callable:
+        import fusekit
+
+        return getattr(fusekit, self.name)
+
+    def reference(self, out, rows: int) -> tuple:
+        """The first `rows` rows of each output of a call (a copy: the full output may go)."""
+        return tuple(t[:rows].clone() for t in _outputs(out))
+
+    def compare(self, got, want: tuple) -> dict:
+        """Fields of a result saying how an implementation's output differs from eager's
+        reference (its first rows): the largest |difference|, in float32."""
+        got = _outputs(got)
+        if len(got) != len(want):
+            raise ValueError(f"expected {len(want)} outputs but got {len(got)}")
+        diff = max((g[:w.shape[0]].float() - w.float()).abs().max().item()
+                   for g, w in zip(got, want))
+        return {"max_abs_diff_vs_eager": diff}
+
+
+@dataclass(frozen=True)
+class NormSpec(OpSpec):
+    residual: bool  # takes a residual and returns x + residual as a second output
+    params: int     # [N] vectors: weight, or weight and bias
+    eps: float
+
+    def make_args(self, m, n, dtype, device):
         def rand(*shape):
             return torch.randn(*shape, device=device, dtype=dtype)
 
         rows = (rand(m, n), rand(m, n)) if self.residual else (rand(m, n),)
-        return rows + tuple(rand(n) for _ in range(self.params))
+        return rows + tuple(rand(n) for _ in range(self.params)) + (self.eps,)
+
+    def bytes(self, m, n, dtype):
+        row_tensors = 4 if self.residual else 2  # x and y, plus residual and residual_out
+        return _itemsize(dtype) * (row_tensors * m * n + self.params * n)
+
+    def kernel_args(self, args):
+        tensors = args[:-1]  # the last argument is eps
+        params = tensors[2:] if self.residual else tensors[1:]
+        return tensors[0], tuple(params), tensors[1].dtype if self.residual else None
 
 
 OPS = {spec.name: spec for spec in (
-    OpSpec("rms_norm", False, 1, 1e-6, hf_rms_norm, "rms_norm_triton"),
-    OpSpec("fused_add_rms_norm", True, 1, 1e-6, eager_fused_add_rms_norm,
-           "fused_add_rms_norm_triton"),
-    OpSpec("layer_norm", False, 2, 1e-5, eager_layer_norm, None),
-    OpSpec("fused_add_layer_norm", True, 2, 1e-5, eager_fused_add_layer_norm, None),
+    NormSpec("rms_norm", hf_rms_norm, "rms_norm_triton", False, 1, 1e-6),
+    NormSpec("fused_add_rms_norm", eager_fused_add_rms_norm, "fused_add_rms_norm_triton", True,
+             1, 1e-6),
+    NormSpec("layer_norm", eager_layer_norm, None, False, 2, 1e-5),
+    NormSpec("fused_add_layer_norm", eager_fused_add_layer_norm, None, True, 2, 1e-5),
 )}
 
+
+def fusekit_backend(spec: OpSpec, args: tuple) -> str:
+    """Whether fusekit runs its compiled kernels on these tensors ("compiled") or its eager
+    fallback ("fallback: <why>"), as the package itself decides."""
+    from fusekit import _loader  # the package's own check (what fusekit.build_info reports)
+
+    check = getattr(_loader, "fallback_reason", None)
+    if check is None:
+        return "unknown"
+    x, params, residual_dtype = spec.kernel_args(args)
+    reason = check(spec.name, x, params, residual_dtype)
+    return "compiled" if reason is None else f"fallback: {reason}"
+
+
+# ---- the implementations -----------------------------------------------------------------------
 
 def load_seed(seed_dir: str):
     """DIR/seed_triton.py as a module (the seed kernels are not part of this repository)."""
@@ -94,21 +159,6 @@ def load_seed(seed_dir: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def fusekit_backend(spec: OpSpec, inputs: tuple) -> str:
-    """Whether fusekit runs its compiled kernels on these tensors ("compiled") or its eager
-    fallback ("fallback: <why>"), as the package itself decides."""
-    from fusekit import _loader  # the package's own check (what fusekit.build_info reports)
-
-    x = inputs[0]
-    residual_dtype = inputs[1].dtype if spec.residual else None
-    params = inputs[2:] if spec.residual else inputs[1:]
-    check = getattr(_loader, "fallback_reason", None)
-    if check is None:
-        return "unknown"
-    reason = check(spec.name, x, tuple(params), residual_dtype)
-    return "compiled" if reason is None else f"fallback: {reason}"
 
 
 class Implementations:
@@ -137,15 +187,13 @@ class Implementations:
         self._failed[(spec.name, name)] = f"failed on an earlier shape: {error}"
 
     def for_op(self, spec: OpSpec) -> dict:
-        """name -> callable(*inputs, eps), or name -> str (why it is not run)."""
-        import fusekit
-
+        """name -> callable(*args), or name -> str (why it is not run)."""
         table = {}
         for name in self.wanted:
             if (spec.name, name) in self._failed:
                 table[name] = self._failed[(spec.name, name)]
             elif name == "fusekit":
-                table[name] = getattr(fusekit, spec.name)
+                table[name] = spec.fusekit_fn()
             elif name == "eager":
                 table[name] = spec.eager
             elif name == "compile":

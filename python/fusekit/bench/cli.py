@@ -21,6 +21,7 @@ from . import baselines, plot, report, timing
 from .progress import Progress
 
 SMALL_M = 256  # up to this batch size, GPU time is CUDA-graph replay time
+REFERENCE_ROWS = 1024  # the rows of eager's output that every implementation is checked on
 DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
           "float16": torch.float16, "half": torch.float16, "fp32": torch.float32,
           "float32": torch.float32, "float": torch.float32}
@@ -93,32 +94,17 @@ def _plan(args, ap) -> tuple:
     return ops, ms, ns, shapes.get("skip_if_bytes_over", 1 << 62)
 
 
-def _max_diff(got, want: tuple) -> float:
-    """Largest |difference| from the eager outputs (their first rows, in float32)."""
-    got = got if isinstance(got, tuple) else (got,)
-    if len(got) != len(want):
-        raise ValueError(f"expected {len(want)} outputs but got {len(got)}")
-    return max((g[:want_t.shape[0]].float() - want_t).abs().max().item()
-               for g, want_t in zip(got, want))
-
-
-def _reference(spec, inputs, rows: int = 1024) -> tuple:
-    out = spec.eager(*inputs, spec.eps)
-    out = out if isinstance(out, tuple) else (out,)
-    return tuple(t[:rows].float() for t in out)
-
-
-def _run_impl(timer, spec, name, fn, inputs, want, small) -> dict:
+def _run_impl(timer, spec, name, fn, args, want, small) -> dict:
     def call():
-        return fn(*inputs, spec.eps)
+        return fn(*args)
 
     try:
-        diff = _max_diff(call(), want)  # also the first call: compiles, loads, warms up
+        check = spec.compare(call(), want)  # also the first call: compiles, loads, warms up
         result = timer.measure(call, small)
         result["call_us"] = timer.call_us(call)
-        result["max_abs_diff_vs_eager"] = diff
+        result.update(check)
         if name == "fusekit":
-            result["backend"] = baselines.fusekit_backend(spec, inputs)
+            result["backend"] = baselines.fusekit_backend(spec, args)
         return result
     except Exception as error:  # one implementation failing must not stop the others
         if timer.device == "cuda":
@@ -165,26 +151,27 @@ def run(args, ap) -> int:
     for spec, m, n in plan:
         row = {"op": spec.name, "M": m, "N": n, "dtype": dtype_name,
                "bytes": spec.bytes(m, n, dtype), "results": {}}
-        inputs = want = None
+        call_args = want = None
         try:
-            inputs = spec.make_inputs(m, n, dtype, device)
-            want = _reference(spec, inputs)
+            call_args = spec.make_args(m, n, dtype, device)
+            want = spec.reference(spec.eager(*call_args), REFERENCE_ROWS)
         except Exception as error:  # out of memory, most likely: each entry says so
-            inputs, why_not = None, f"making the inputs failed: {timing.short_error(error)}"
+            call_args = None
+            why_not = f"making the inputs failed: {timing.short_error(error)}"
         for name, fn in impls.for_op(spec).items():
             label = f"{spec.name} {m}x{n} {name}"
             progress.start(label)
-            if isinstance(fn, str) or inputs is None:
+            if isinstance(fn, str) or call_args is None:
                 row["results"][name] = {"error": fn if isinstance(fn, str) else why_not}
             else:
-                row["results"][name] = _run_impl(timer, spec, name, fn, inputs, want,
+                row["results"][name] = _run_impl(timer, spec, name, fn, call_args, want,
                                                  device == "cuda" and m <= SMALL_M)
                 if name == "compile" and "error" in row["results"][name]:
                     impls.failed(spec, name, row["results"][name]["error"])
             progress.step(label)
         report.derive(row, copy_gbps)
         rows.append(row)
-        del inputs, want
+        del call_args, want
         if device == "cuda":
             torch.cuda.empty_cache()
     progress.close()
