@@ -2,7 +2,9 @@
 it must finish on the CPU, and on the GPU when there is one, and leave a JSON document whose rows
 hold a positive time for every implementation that ran, a table on stdout, and a PNG when
 matplotlib is installed. Without matplotlib or tqdm it must still finish, and when fusekit's own
-calls fail it must say so in its exit status."""
+calls fail, or give fp8 codes off eager's, it must say so in its exit status. Both op families
+run: the norms and the gated activations with their fp8 forms (tiny shapes on the CPU), and the
+seed kernels, which need a GPU, are reported as skipped without one."""
 
 from __future__ import annotations
 
@@ -21,8 +23,17 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(fusekit.__file_
 REPO_SHAPES = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "shapes.json")
 QUICK_M, QUICK_N = (1, 256, 2048), 4096
 OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "fused_add_layer_norm")
+ACT_OPS = ("silu_and_mul", "gelu_tanh_and_mul", "gelu_and_mul", "silu_and_mul_quant_fp8",
+           "gelu_tanh_and_mul_quant_fp8", "gelu_and_mul_quant_fp8")
+SEEDED = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_tanh_and_mul")
 ROW_TENSORS = {"rms_norm": 2, "fused_add_rms_norm": 4, "layer_norm": 2, "fused_add_layer_norm": 4}
 PARAMS = {"rms_norm": 1, "fused_add_rms_norm": 1, "layer_norm": 2, "fused_add_layer_norm": 2}
+FAKE_SEED = """import torch
+
+def silu_and_mul_triton(x):  # stands in for the seed kernel: these tests do not run Triton
+    n = x.shape[-1] // 2
+    return torch.nn.functional.silu(x[..., :n]) * x[..., n:]
+"""
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
@@ -45,19 +56,27 @@ def positive(result: dict, *keys) -> None:
         assert isinstance(result.get(key), float) and result[key] > 0, (key, result)
 
 
-def check_row(row: dict, device: str) -> None:
+def expected_bytes(op: str, m: int, n: int) -> int:
+    if op in ACT_OPS:  # bf16 x [M, 2N] read; bf16 out, or fp8 out and a float32 scale per row
+        return 2 * 2 * m * n + (m * n + 4 * m if op.endswith("_fp8") else 2 * m * n)
+    return 2 * (ROW_TENSORS[op] * m * n + PARAMS[op] * n)
+
+
+def check_row(row: dict, device: str, impls=("fusekit", "eager", "compile")) -> None:
     m, n = row["M"], row["N"]
     assert row["dtype"] == "bfloat16"
-    assert row["bytes"] == 2 * (ROW_TENSORS[row["op"]] * m * n + PARAMS[row["op"]] * n)
+    assert row["family"] == ("act_and_mul" if row["op"] in ACT_OPS else "norm")
+    assert row["bytes"] == expected_bytes(row["op"], m, n)
     results = row["results"]
-    assert {"fusekit", "eager", "compile"} <= set(results), sorted(results)
-    ran = {name: r for name, r in results.items() if "error" not in r}
+    assert set(impls) <= set(results), sorted(results)
+    ran = {name: r for name, r in results.items() if "error" not in r and "skipped" not in r}
     # fusekit and eager must run; a baseline that cannot (torch.compile with no C++ compiler,
     # say) must give its reason.
     assert {"fusekit", "eager"} <= set(ran), results
     for name, result in results.items():
         if name not in ran:
-            assert isinstance(result["error"], str) and result["error"], (name, result)
+            why = result.get("error") or result.get("skipped")
+            assert isinstance(why, str) and why, (name, result)
     method = "host" if device == "cpu" else ("graph" if m <= 256 else "cold")
     for name, result in ran.items():
         positive(result, "time_us", "call_us", "GBps", "pct_copy")
@@ -66,7 +85,12 @@ def check_row(row: dict, device: str) -> None:
             positive(result, "cold_us")
             if m <= 256:
                 positive(result, "graph_us")
-        assert result["max_abs_diff_vs_eager"] < 0.5, (name, result)
+        if row["op"].endswith("_fp8"):  # decoded values: one fp8 step can exceed 0.5
+            assert result["within_tolerance"] is True, (name, result)
+            assert result["fp8_max_steps_vs_eager"] <= 1.001, (name, result)
+        else:
+            assert result["max_abs_diff_vs_eager"] < 0.5, (name, result)
+            assert "within_tolerance" not in result, (name, result)
     ours = results["fusekit"]
     assert ours["backend"] == "compiled" or ours["backend"].startswith("fallback: ")
     baselines = set(ran) - {"fusekit"}
@@ -86,7 +110,11 @@ DEVICES = [
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_quick_run_writes_table_json_and_plot(tmp_path, device):
-    proc, out_json, out_png = run_bench(tmp_path, "--quick", "--device", device)
+    # On the CPU the norms only (torch.compile of each op takes many seconds there); the gated
+    # activations' CPU runs are the tests below, on tiny shapes.
+    ops = OPS + ACT_OPS if device == "cuda" else OPS
+    families = () if device == "cuda" else ("--family", "norm")
+    proc, out_json, out_png = run_bench(tmp_path, "--quick", "--device", device, *families)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(out_json.read_text())
     assert doc["schema"] == 1
@@ -99,10 +127,10 @@ def test_quick_run_writes_table_json_and_plot(tmp_path, device):
         assert env["gpu"]["name"] == torch.cuda.get_device_name()
     assert doc["copy_GBps"] > 0
     shapes = sorted((row["op"], row["M"], row["N"]) for row in doc["rows"])
-    assert shapes == sorted((op, m, QUICK_N) for op in OPS for m in QUICK_M)
+    assert shapes == sorted((op, m, QUICK_N) for op in ops for m in QUICK_M)
     for row in doc["rows"]:
         check_row(row, device)
-    for op in OPS:
+    for op in ops:
         assert op in proc.stdout
     assert "copy bandwidth" in proc.stdout
     if device == "cpu":
@@ -142,18 +170,146 @@ def test_failing_fusekit_call_fails_the_run(tmp_path):
     assert "kernel exploded" in proc.stdout  # the table's note
 
 
-def test_bad_arguments_exit_2(tmp_path):
-    proc, out_json, _ = run_bench(tmp_path, "--ops", "no_such_op")
-    assert proc.returncode == 2 and "no_such_op" in proc.stderr
+def test_act_family_runs_on_cpu(tmp_path):
+    # Every gated activation and fp8 form on tiny shapes, with a seed directory: the seed kernels
+    # are entries of silu_and_mul and gelu_tanh_and_mul only, skipped (no GPU) with the reason.
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / "seed_triton.py").write_text(FAKE_SEED)
+    proc, out_json, out_png = run_bench(tmp_path, "--quick", "--device", "cpu", "--family", "act",
+                                        "--M", "1,8", "--N", "64", "--impls",
+                                        "fusekit,eager,seed_triton", "--seed-dir", str(seeds))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    shapes = sorted((row["op"], row["M"], row["N"]) for row in doc["rows"])
+    assert shapes == sorted((op, m, 64) for op in ACT_OPS for m in (1, 8))
+    for row in doc["rows"]:
+        check_row(row, "cpu", impls=("fusekit", "eager"))
+        seed = row["results"].get("seed_triton")
+        if row["op"] in SEEDED:
+            assert "need a GPU" in seed["skipped"], row
+        else:
+            assert seed is None, row
+    for op in ACT_OPS:
+        assert op in proc.stdout
+    assert "act_and_mul: x [M, 2N] -> [M, N]" in proc.stdout
+    assert "seed_triton  skipped [1]" in proc.stdout and "[1] the seed Triton kernels need a GPU" \
+        in proc.stdout
+    if HAS_MATPLOTLIB:
+        assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_act_compile_on_cpu(tmp_path):
+    # torch.compile of the eager formulas, plain and fp8, through the same loop as the norms.
+    proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--ops",
+                                  "silu_and_mul,silu_and_mul_quant_fp8", "--M", "8", "--N", "64")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    assert [(r["op"], r["M"], r["N"]) for r in rows] == [("silu_and_mul", 8, 64),
+                                                          ("silu_and_mul_quant_fp8", 8, 64)]
+    for row in rows:
+        check_row(row, "cpu")
+
+
+def test_default_runs_every_family(tmp_path):
+    proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--M", "2", "--N", "32",
+                                  "--impls", "fusekit")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    assert [(r["family"], r["op"]) for r in rows] == (
+        [("norm", op) for op in OPS] + [("act_and_mul", op) for op in ACT_OPS])
+    assert all("time_us" in r["results"]["fusekit"] for r in rows), rows
+
+
+def test_fp8_codes_off_eager_fail_the_run(tmp_path):
+    # fusekit's fp8 scale doubled in the child: decoded values twice eager's, outside tolerance.
+    breaker = ("import fusekit\n"
+               "real = fusekit.silu_and_mul_quant_fp8\n"
+               "def doubled(*args, **kwargs):\n"
+               "    q, scale = real(*args, **kwargs)\n"
+               "    return q, scale * 2\n"
+               "fusekit.silu_and_mul_quant_fp8 = doubled")
+    proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--ops",
+                                  "silu_and_mul_quant_fp8", "--M", "4", "--N", "64", "--impls",
+                                  "fusekit,eager", prelude=breaker)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    ours = json.loads(out_json.read_text())["rows"][0]["results"]["fusekit"]
+    assert ours["within_tolerance"] is False and ours["scale_max_rel_diff_vs_eager"] > 0.9
+    assert "MISMATCH [1]" in proc.stdout and "outside the tolerance" in proc.stdout
+
+
+def test_fp8_compare_allows_one_step():
+    from fusekit.bench import baselines
+
+    spec = baselines.OPS["silu_and_mul_quant_fp8"]
+    x = torch.randn(16, 256, dtype=torch.bfloat16)
+    q, scale = spec.eager(x)
+    bits = q.view(torch.uint8)
+    nonzero = (bits & 0x7F) > 0
+    # Magnitude one code down (codes of a sign are ordered like their magnitudes).
+    one_down = torch.where(nonzero, bits - 1, bits).to(torch.uint8).view(torch.float8_e4m3fn)
+    two_down = torch.where((bits & 0x7F) > 1, bits - 2, bits).to(torch.uint8)
+    check = spec.compare((one_down, scale), spec.reference((q, scale), 8))
+    assert check["within_tolerance"] and 0.99 < check["fp8_max_steps_vs_eager"] <= 1.0, check
+    check = spec.compare((two_down.view(torch.float8_e4m3fn), scale), (q, scale))
+    assert not check["within_tolerance"] and check["fp8_max_steps_vs_eager"] > 1.5, check
+    check = spec.compare((q, scale * 1.01), (q, scale))
+    assert not check["within_tolerance"], check
+    assert spec.compare(spec.fusekit_fn()(x), (q, scale))["within_tolerance"]
+
+
+def test_seed_loading(tmp_path, monkeypatch):
+    from fusekit.bench import baselines
+
+    seed = ("seed_triton",)
+    (tmp_path / "seed_triton.py").write_text(FAKE_SEED)
+    impls = baselines.Implementations("cuda", seed, str(tmp_path))
+    table = {op: impls.for_op(baselines.OPS[op]) for op in baselines.OPS}
+    assert table["silu_and_mul"]["seed_triton"].__module__ == "seed_triton"
+    missing = table["gelu_tanh_and_mul"]["seed_triton"]
+    assert missing.kind == "error" and "gelu_tanh_and_mul_triton" in missing.why
+    assert [op for op in baselines.OPS if "seed_triton" in table[op]] == list(SEEDED)
+    x = torch.randn(3, 16)
+    want = baselines.OPS["silu_and_mul"].eager(x)
+    assert torch.equal(table["silu_and_mul"]["seed_triton"](x), want)
+
+    cpu = baselines.Implementations("cpu", seed, str(tmp_path))
+    assert cpu.for_op(baselines.OPS["silu_and_mul"])["seed_triton"].kind == "skipped"
+    nowhere = baselines.Implementations("cuda", seed, str(tmp_path / "nowhere"))
+    not_run = nowhere.for_op(baselines.OPS["rms_norm"])["seed_triton"]
+    assert not_run.kind == "error" and "seed_triton.py" in not_run.why
+    unseeded = baselines.Implementations("cuda", seed, None)
+    assert "seed_triton" not in unseeded.for_op(baselines.OPS["silu_and_mul"])
+
+    # A seed file whose `import triton` fails: skipped, saying triton is missing.
+    (tmp_path / "seed_triton.py").write_text("import triton\n" + FAKE_SEED)
+    monkeypatch.setitem(sys.modules, "triton", None)
+    no_triton = baselines.Implementations("cuda", seed, str(tmp_path))
+    not_run = no_triton.for_op(baselines.OPS["silu_and_mul"])["seed_triton"]
+    assert not_run.kind == "skipped" and "triton is not installed" in not_run.why
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--ops", "no_such_op"), "no_such_op"),
+    (("--family", "no_such_family"), "no_such_family"),
+    (("--family", "norm", "--ops", "silu_and_mul"), "not in the families"),
+])
+def test_bad_arguments_exit_2(tmp_path, args, message):
+    proc, out_json, _ = run_bench(tmp_path, *args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not out_json.exists()
 
 
 def test_packaged_shapes_match_the_repository():
+    from fusekit.bench import baselines
+
     packaged = os.path.join(os.path.dirname(fusekit.__file__), "bench", "shapes.json")
     with open(packaged, encoding="utf-8") as f:
-        ours = json.load(f)["norm"]
-    assert set(ours["ops"]) <= set(OPS)
+        ours = json.load(f)
+    assert set(ours["norm"]["ops"]) <= set(OPS)
+    assert set(ours["act_and_mul"]["ops"]) <= {spec.shapes_name for spec in
+                                               baselines.family_ops("act_and_mul")}
     if not os.path.exists(REPO_SHAPES):
         pytest.skip("not running from a source checkout")
     with open(REPO_SHAPES, encoding="utf-8") as f:
-        assert ours == json.load(f)["norm"], "python/fusekit/bench/shapes.json is out of date"
+        assert ours == json.load(f), "python/fusekit/bench/shapes.json is out of date"

@@ -1,25 +1,39 @@
 """The ops the benchmark runs, and what fusekit is compared with on each.
 
-Each op is an OpSpec: it makes the arguments of a call for a shape (make_args: x, [residual],
-weight, [bias], eps for the norms), knows the bytes one call moves (bytes), says how an output is
-checked against eager's (compare), and every implementation of it is called the same way,
-fn(*args), so one timing loop serves them all:
+Each op is an OpSpec: it makes the arguments of a call for a shape (make_args), knows the bytes
+one call moves (bytes), says how fusekit's result is checked against eager's (compare), and
+every implementation of it is called the same way, fn(*args), so one timing loop serves them all.
+The ops come in families, one per section of shapes.json:
+
+  norm         rms_norm, fused_add_rms_norm, layer_norm, fused_add_layer_norm [M, N]; args
+               (x, [residual], weight, [bias], eps)
+  act_and_mul  silu_and_mul, gelu_tanh_and_mul, gelu_and_mul: x [M, 2N] -> [M, N] (N is the
+               output width), and their dynamic per-token fp8 forms (*_quant_fp8, format
+               "e4m3fn"), which run on the shapes of their plain op; args (x,)
+
+and each op is compared with:
 
   fusekit      fusekit's functional op (compiled kernels, or the package's eager fallback; each
                row says which ran, from fusekit's own fallback check)
   eager        the formula a model runs in plain PyTorch: Hugging Face's LlamaRMSNorm for
-               rms_norm, torch.nn.functional.layer_norm for layer_norm, and `h = x + residual`
-               then the norm for the fused ops
+               rms_norm, torch.nn.functional.layer_norm for layer_norm, `h = x + residual` then
+               the norm for the fused ops; act(x[..., :N]) * x[..., N:] with F.silu / F.gelu in
+               x's dtype for the gated activations; for their fp8 forms the product in float32,
+               scale = max(max|y| / 448, 1 / (448 * 512)) per row, y * (1 / scale) clamped to
+               +-448 and cast to torch.float8_e4m3fn
   compile      torch.compile of that eager code (default mode, one compiled function per op for
                all shapes, as bench/baselines.py does)
   seed_triton  the seed documents' Triton kernels, when their directory is given (loaded from
-               DIR/seed_triton.py as bench/baselines.py loads them; rms_norm ops only, GPU only)
+               DIR/seed_triton.py as bench/baselines.py loads them; GPU only): rms_norm,
+               fused_add_rms_norm, silu_and_mul and gelu_tanh_and_mul
 
-Bytes moved = each input read once + each output written once (weights once).
+Bytes moved = each input read once + each output written once (weights once; for the fp8 forms
+one byte per output element plus a float32 scale per row).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -29,6 +43,10 @@ import torch
 import torch.nn.functional as F
 
 IMPLS = ("fusekit", "eager", "compile", "seed_triton")
+FAMILIES = ("norm", "act_and_mul")  # the sections of shapes.json, in the order they are run
+FAMILY_ALIASES = {"act": "act_and_mul"}
+FP8_FORMAT = "e4m3fn"
+FP8_MAX = 448.0  # largest finite torch.float8_e4m3fn
 
 
 # ---- eager formulas ----------------------------------------------------------------------------
@@ -54,6 +72,43 @@ def eager_fused_add_layer_norm(x, residual, weight, bias, eps=1e-5):
     return eager_layer_norm(h, weight, bias, eps), h
 
 
+def eager_silu_and_mul(x):
+    n = x.shape[-1] // 2
+    return F.silu(x[..., :n]) * x[..., n:]
+
+
+def eager_gelu_tanh_and_mul(x):
+    n = x.shape[-1] // 2
+    return F.gelu(x[..., :n], approximate="tanh") * x[..., n:]
+
+
+def eager_gelu_and_mul(x):
+    n = x.shape[-1] // 2
+    return F.gelu(x[..., :n]) * x[..., n:]
+
+
+def quant_fp8_per_row(y):
+    """Dynamic per-row e4m3fn quantization of float32 y: (codes, float32 scale per row)."""
+    scale = (y.abs().amax(-1, keepdim=True) / FP8_MAX).clamp(min=1.0 / (FP8_MAX * 512.0))
+    q = (y * (1.0 / scale)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q, scale.reshape(-1)
+
+
+def eager_silu_and_mul_quant_fp8(x):
+    n = x.shape[-1] // 2
+    return quant_fp8_per_row(F.silu(x[..., :n].float()) * x[..., n:].float())
+
+
+def eager_gelu_tanh_and_mul_quant_fp8(x):
+    n = x.shape[-1] // 2
+    return quant_fp8_per_row(F.gelu(x[..., :n].float(), approximate="tanh") * x[..., n:].float())
+
+
+def eager_gelu_and_mul_quant_fp8(x):
+    n = x.shape[-1] // 2
+    return quant_fp8_per_row(F.gelu(x[..., :n].float()) * x[..., n:].float())
+
+
 # ---- the op specs ------------------------------------------------------------------------------
 
 def _outputs(out) -> tuple:
@@ -72,6 +127,13 @@ class OpSpec:
     name: str
     eager: Callable
     seed_name: str | None
+
+    family = ""
+
+    @property
+    def shapes_name(self) -> str:
+        """The name under which the family's section of shapes.json lists the op."""
+        return self.name
 
     def make_args(self, m: int, n: int, dtype: torch.dtype, device: str) -> tuple:
         raise NotImplementedError
@@ -109,6 +171,8 @@ class NormSpec(OpSpec):
     params: int     # [N] vectors: weight, or weight and bias
     eps: float
 
+    family = "norm"
+
     def make_args(self, m, n, dtype, device):
         def rand(*shape):
             return torch.randn(*shape, device=device, dtype=dtype)
@@ -126,13 +190,75 @@ class NormSpec(OpSpec):
         return tensors[0], tuple(params), tensors[1].dtype if self.residual else None
 
 
+@dataclass(frozen=True)
+class ActSpec(OpSpec):
+    act: str    # silu, gelu_tanh or gelu
+    fp8: bool   # the dynamic per-token fp8 form (e4m3fn codes and a float32 scale per row)
+
+    family = "act_and_mul"
+
+    @property
+    def shapes_name(self):
+        return f"{self.act}_and_mul"  # the fp8 forms run on the shapes of their plain op
+
+    def make_args(self, m, n, dtype, device):
+        return (torch.randn(m, 2 * n, device=device, dtype=dtype),)
+
+    def bytes(self, m, n, dtype):
+        read = 2 * m * n * _itemsize(dtype)
+        return read + (m * n + 4 * m if self.fp8 else m * n * _itemsize(dtype))
+
+    def kernel_args(self, args):
+        return args[0], (), None
+
+    def fusekit_fn(self):
+        fn = super().fusekit_fn()
+        return functools.partial(fn, format=FP8_FORMAT) if self.fp8 else fn
+
+    def compare(self, got, want):
+        """For the fp8 forms, the decoded values (codes * scale) are compared, and each code is
+        measured in steps of the e4m3fn grid at eager's scale: within tolerance when no value is
+        more than one step from eager's (a product an ulp or two apart can round to the next
+        code) and the scales agree to 1e-3."""
+        if not self.fp8:
+            return super().compare(got, want)
+        q, scale = _outputs(got)
+        q_want, scale_want = want
+        rows = q_want.shape[0]
+        s = scale.reshape(-1)[:rows].float().unsqueeze(-1)
+        s_want = scale_want.reshape(-1).float().unsqueeze(-1)
+        decoded, decoded_want = q[:rows].float() * s, q_want.float() * s_want
+        codes, codes_want = q[:rows].float() * (s / s_want), q_want.float()  # at eager's scale
+        # e4m3fn: 3 mantissa bits, so a step of 2^(e - 3) at 2^e, and 2^-9 below 2^-6.
+        smaller = torch.minimum(codes.abs(), codes_want.abs()).clamp(min=2.0 ** -6)
+        step = torch.exp2(torch.floor(torch.log2(smaller)) - 3)
+        steps = ((codes - codes_want).abs() / step).max().item()
+        scale_diff = ((s - s_want).abs() / s_want).max().item()
+        return {"max_abs_diff_vs_eager": (decoded - decoded_want).abs().max().item(),
+                "fp8_max_steps_vs_eager": steps,
+                "scale_max_rel_diff_vs_eager": scale_diff,
+                "within_tolerance": bool(steps <= 1.0 + 1e-3 and scale_diff <= 1e-3)}
+
+
 OPS = {spec.name: spec for spec in (
     NormSpec("rms_norm", hf_rms_norm, "rms_norm_triton", False, 1, 1e-6),
     NormSpec("fused_add_rms_norm", eager_fused_add_rms_norm, "fused_add_rms_norm_triton", True,
              1, 1e-6),
     NormSpec("layer_norm", eager_layer_norm, None, False, 2, 1e-5),
     NormSpec("fused_add_layer_norm", eager_fused_add_layer_norm, None, True, 2, 1e-5),
+    ActSpec("silu_and_mul", eager_silu_and_mul, "silu_and_mul_triton", "silu", False),
+    ActSpec("gelu_tanh_and_mul", eager_gelu_tanh_and_mul, "gelu_tanh_and_mul_triton",
+            "gelu_tanh", False),
+    ActSpec("gelu_and_mul", eager_gelu_and_mul, None, "gelu", False),
+    ActSpec("silu_and_mul_quant_fp8", eager_silu_and_mul_quant_fp8, None, "silu", True),
+    ActSpec("gelu_tanh_and_mul_quant_fp8", eager_gelu_tanh_and_mul_quant_fp8, None, "gelu_tanh",
+            True),
+    ActSpec("gelu_and_mul_quant_fp8", eager_gelu_and_mul_quant_fp8, None, "gelu", True),
 )}
+
+
+def family_ops(family: str) -> list:
+    return [spec for spec in OPS.values() if spec.family == family]
 
 
 def fusekit_backend(spec: OpSpec, args: tuple) -> str:
@@ -149,6 +275,18 @@ def fusekit_backend(spec: OpSpec, args: tuple) -> str:
 
 
 # ---- the implementations -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NotRun:
+    """Why an implementation has no measurement: kind "error" (it was tried and failed, or cannot
+    be loaded) or "skipped" (it cannot run here: the seed kernels on the CPU or without Triton)."""
+
+    kind: str
+    why: str
+
+    def result(self) -> dict:
+        return {self.kind: self.why}
+
 
 def load_seed(seed_dir: str):
     """DIR/seed_triton.py as a module (the seed kernels are not part of this repository)."""
@@ -167,27 +305,34 @@ class Implementations:
     def __init__(self, device: str, wanted: tuple, seed_dir: str | None):
         self.device = device
         self.wanted = tuple(name for name in IMPLS if name in wanted)
-        self.seed, self.seed_error = None, None
+        self.seed, self.seed_not_run = None, None
         if "seed_triton" in self.wanted:
             if not seed_dir:
                 self.wanted = tuple(name for name in self.wanted if name != "seed_triton")
             elif device != "cuda":
-                self.seed_error = "the seed Triton kernels need a GPU"
+                self.seed_not_run = NotRun("skipped", "the seed Triton kernels need a GPU "
+                                                      f"(this run is on the {device})")
             else:
                 try:
                     self.seed = load_seed(seed_dir)
                 except Exception as error:  # reported in each row; the other impls still run
-                    self.seed_error = f"loading the seed kernels failed: {error}"
+                    missing = getattr(error, "name", None) or ""
+                    if isinstance(error, ModuleNotFoundError) and missing.split(".")[0] == "triton":
+                        self.seed_not_run = NotRun("skipped", "triton is not installed, so the "
+                                                              "seed kernels cannot run")
+                    else:
+                        self.seed_not_run = NotRun("error",
+                                                   f"loading the seed kernels failed: {error}")
         self._compiled: dict = {}
         self._failed: dict = {}
 
     def failed(self, spec: OpSpec, name: str, error: str) -> None:
         """Not to try `name` on this op again (a torch.compile that failed once, fails again,
         slowly)."""
-        self._failed[(spec.name, name)] = f"failed on an earlier shape: {error}"
+        self._failed[(spec.name, name)] = NotRun("error", f"failed on an earlier shape: {error}")
 
     def for_op(self, spec: OpSpec) -> dict:
-        """name -> callable(*args), or name -> str (why it is not run)."""
+        """name -> callable(*args), or name -> NotRun (why it is not run)."""
         table = {}
         for name in self.wanted:
             if (spec.name, name) in self._failed:
@@ -202,8 +347,10 @@ class Implementations:
                 table[name] = self._compiled[spec.name]
             elif spec.seed_name is None:
                 continue  # the seeds have no such op: no row entry at all
-            elif self.seed_error:
-                table[name] = self.seed_error
+            elif self.seed_not_run:
+                table[name] = self.seed_not_run
+            elif not hasattr(self.seed, spec.seed_name):
+                table[name] = NotRun("error", f"seed_triton.py has no {spec.seed_name}")
             else:
                 table[name] = getattr(self.seed, spec.seed_name)
         return table

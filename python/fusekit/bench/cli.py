@@ -4,7 +4,8 @@ end, JSON and a PNG plot. The methods are described in timing.py and the compare
 baselines.py; the table's and the JSON's fields in report.py.
 
 Exit status: 0 when every fusekit measurement ran (a baseline that fails is reported, not fatal),
-1 when one did not, 2 for bad arguments.
+1 when one did not or its output is outside the tolerance its op defines against eager's (the fp8
+forms: see baselines.ActSpec.compare), 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -47,11 +48,18 @@ def parser() -> argparse.ArgumentParser:
         description="Time fusekit's ops against PyTorch eager, torch.compile and the seed "
                     "Triton kernels; print a table, write JSON and a PNG plot.")
     ap.add_argument("--shapes", default=DEFAULT_SHAPES,
-                    help="JSON with a 'norm' section (ops, M, N, skip_if_bytes_over); "
+                    help="JSON with a section per op family (ops, M, N, skip_if_bytes_over); "
                          "default: the packaged copy of bench/shapes.json")
-    ap.add_argument("--ops", type=_names, help=f"comma-separated, of {', '.join(baselines.OPS)}")
+    ap.add_argument("--family", type=_names,
+                    help=f"comma-separated, of {', '.join(baselines.FAMILIES)} ('act' for "
+                         "act_and_mul); default: every family of the shapes file")
+    ap.add_argument("--ops", type=_names,
+                    help=f"comma-separated, of {', '.join(baselines.OPS)}; default: the ops the "
+                         "shapes file lists (an fp8 form runs where its plain op is listed)")
     ap.add_argument("--M", type=_ints, help="batch sizes (rows), comma-separated")
-    ap.add_argument("--N", type=_ints, help="hidden sizes, comma-separated")
+    ap.add_argument("--N", type=_ints,
+                    help="hidden sizes (for act_and_mul: the output width; x is [M, 2N]), "
+                         "comma-separated")
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--impls", type=_names, default=list(baselines.IMPLS),
                     help=f"comma-separated, of {', '.join(baselines.IMPLS)} (default: all; "
@@ -65,33 +73,79 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", default="fusekit-bench.json", help="output JSON ('' for none)")
     ap.add_argument("--plot", default="fusekit-bench.png", help="output PNG ('' for none)")
     ap.add_argument("--plot-n", default="4096",
-                    help="the N whose rows are plotted (the nearest one run), or 'all'")
+                    help="the N whose rows are plotted (for each op the nearest one run), or "
+                         "'all'")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return ap
 
 
-def _plan(args, ap) -> tuple:
-    """(ops, Ms, Ns, byte limit) from the shapes file and the overrides."""
+def _families(args, ap, shapes: dict) -> list:
+    """The families to run: --family's, else those of --ops, else those the shapes file has."""
+    if args.family:
+        families = [baselines.FAMILY_ALIASES.get(f, f) for f in args.family]
+        unknown = [f for f in families if f not in baselines.FAMILIES]
+        if unknown:
+            ap.error(f"--family: unknown {unknown}; expected some of {list(baselines.FAMILIES)}"
+                     f" (or {', '.join(baselines.FAMILY_ALIASES)})")
+    elif args.ops:
+        families = list(baselines.FAMILIES)
+    else:
+        families = [f for f in baselines.FAMILIES if f in shapes]
+        if not families:
+            ap.error(f"--shapes: {args.shapes} has no section of a known op family (expected "
+                     f"some of {list(baselines.FAMILIES)})")
+    return [f for f in baselines.FAMILIES if f in families]
+
+
+def _plan(args, ap) -> list:
+    """[(specs, Ms, Ns, byte limit)], one entry per family to run, from the shapes file and the
+    overrides."""
     try:
         with open(args.shapes, encoding="utf-8") as f:
             shapes = json.load(f)
     except (OSError, ValueError) as error:
         ap.error(f"--shapes: cannot read {args.shapes}: {error}")
-    shapes = shapes.get("norm", shapes)
-    ops = args.ops or shapes.get("ops", list(baselines.OPS))
-    unknown = [op for op in ops if op not in baselines.OPS]
-    if unknown:
-        ap.error(f"--ops: unknown {unknown}; expected some of {list(baselines.OPS)}")
-    ms = args.M or (QUICK["M"] if args.quick else shapes.get("M"))
-    ns = args.N or (QUICK["N"] if args.quick else shapes.get("N"))
-    if not ms or not ns or min(ms + ns) < 1:
-        ap.error(f"expected positive M and N lists but got M={ms} N={ns}")
+    if not any(isinstance(shapes.get(f), dict) for f in baselines.FAMILIES) and "M" in shapes:
+        shapes = {"norm": shapes}  # a file of one section, the norms' (the first format)
+    families = _families(args, ap, shapes)
+    if args.ops:
+        unknown = [op for op in args.ops if op not in baselines.OPS]
+        if unknown:
+            ap.error(f"--ops: unknown {unknown}; expected some of {list(baselines.OPS)}")
+        elsewhere = [op for op in args.ops if baselines.OPS[op].family not in families]
+        if elsewhere:
+            ap.error(f"--ops: {elsewhere} are not in the families chosen by --family {families}")
     bad = [name for name in args.impls if name not in baselines.IMPLS]
     if bad:
         ap.error(f"--impls: unknown {bad}; expected some of {list(baselines.IMPLS)}")
     if args.plot_n != "all" and not args.plot_n.isdigit():
         ap.error(f"--plot-n: expected a number or 'all' but got {args.plot_n!r}")
-    return ops, ms, ns, shapes.get("skip_if_bytes_over", 1 << 62)
+
+    plan = []
+    for family in families:
+        section = shapes.get(family)
+        section = section if isinstance(section, dict) else {}
+        if args.ops:
+            specs = [baselines.OPS[op] for op in args.ops if baselines.OPS[op].family == family]
+        else:
+            known = baselines.family_ops(family)
+            listed = section.get("ops", [spec.shapes_name for spec in known])
+            specs = [spec for spec in known if spec.shapes_name in listed]
+            strange = sorted(set(listed) - {spec.shapes_name for spec in known})
+            if strange:
+                print(f"note: --shapes: {family}.ops {strange} skipped: not known to the "
+                      "benchmark", file=sys.stderr)
+        if not specs:
+            continue
+        ms = args.M or (QUICK["M"] if args.quick else section.get("M"))
+        ns = args.N or (QUICK["N"] if args.quick else section.get("N"))
+        if not ms or not ns or min(ms + ns) < 1:
+            ap.error(f"{family}: expected positive M and N lists (from the shapes file's "
+                     f"'{family}' section, or --M and --N) but got M={ms} N={ns}")
+        plan.append((specs, ms, ns, section.get("skip_if_bytes_over", 1 << 62)))
+    if not plan:
+        ap.error("no op to run: the families chosen list none")
+    return plan
 
 
 def _run_impl(timer, spec, name, fn, args, want, small) -> dict:
@@ -113,7 +167,7 @@ def _run_impl(timer, spec, name, fn, args, want, small) -> dict:
 
 
 def run(args, ap) -> int:
-    ops, ms, ns, limit = _plan(args, ap)
+    groups = _plan(args, ap)
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -132,15 +186,16 @@ def run(args, ap) -> int:
     torch.manual_seed(0)
 
     plan, skipped = [], []
-    for op in ops:
-        spec = baselines.OPS[op]
-        for n in ns:
-            for m in ms:
-                if spec.bytes(m, n, dtype) > limit:
-                    skipped.append({"op": op, "M": m, "N": n, "reason": "skip_if_bytes_over"})
-                else:
-                    plan.append((spec, m, n))
-    steps = {op: len(impls.for_op(baselines.OPS[op])) for op in ops}
+    for specs, ms, ns, limit in groups:
+        for spec in specs:
+            for n in ns:
+                for m in ms:
+                    if spec.bytes(m, n, dtype) > limit:
+                        skipped.append({"op": spec.name, "family": spec.family, "M": m, "N": n,
+                                        "reason": "skip_if_bytes_over", "limit": limit})
+                    else:
+                        plan.append((spec, m, n))
+    steps = {spec.name: len(impls.for_op(spec)) for specs, _, _, _ in groups for spec in specs}
     progress = Progress(1 + sum(steps[spec.name] for spec, _, _ in plan),
                         enabled=not args.no_progress)
     progress.start("copy bandwidth")
@@ -149,7 +204,7 @@ def run(args, ap) -> int:
 
     rows = []
     for spec, m, n in plan:
-        row = {"op": spec.name, "M": m, "N": n, "dtype": dtype_name,
+        row = {"op": spec.name, "family": spec.family, "M": m, "N": n, "dtype": dtype_name,
                "bytes": spec.bytes(m, n, dtype), "results": {}}
         call_args = want = None
         try:
@@ -161,8 +216,10 @@ def run(args, ap) -> int:
         for name, fn in impls.for_op(spec).items():
             label = f"{spec.name} {m}x{n} {name}"
             progress.start(label)
-            if isinstance(fn, str) or call_args is None:
-                row["results"][name] = {"error": fn if isinstance(fn, str) else why_not}
+            if isinstance(fn, baselines.NotRun):
+                row["results"][name] = fn.result()
+            elif call_args is None:
+                row["results"][name] = {"error": why_not}
             else:
                 row["results"][name] = _run_impl(timer, spec, name, fn, call_args, want,
                                                  device == "cuda" and m <= SMALL_M)
@@ -179,11 +236,13 @@ def run(args, ap) -> int:
     options = {k: v for k, v in vars(args).items() if k not in ("no_progress",)}
     env = report.environment(device, timer.method_note, options)
     print(report.summary(env, copy_gbps))
-    print()
-    print(report.table(rows, device))
+    for family in dict.fromkeys(row["family"] for row in rows):
+        print()
+        print(report.family_title(family))
+        print(report.table([row for row in rows if row["family"] == family], device))
     if skipped:
-        print(f"skipped (over skip_if_bytes_over = {limit} bytes): "
-              + ", ".join(f"{s['op']} {s['M']}x{s['N']}" for s in skipped))
+        print("skipped (over skip_if_bytes_over): "
+              + ", ".join(f"{s['op']} {s['M']}x{s['N']} (> {s['limit']} bytes)" for s in skipped))
     if args.json:
         report.write_json(args.json, env, copy_gbps, rows, skipped)
         print(f"wrote {args.json}")
@@ -193,7 +252,8 @@ def run(args, ap) -> int:
                         SMALL_M if device == "cuda" else None)
         print(f"warning: {why}" if why else f"wrote {args.plot}",
               file=sys.stderr if why else sys.stdout)
-    failed = [r for r in rows if "error" in r["results"].get("fusekit", {})]
+    failed = [r for r in rows if "error" in r["results"].get("fusekit", {})
+              or r["results"].get("fusekit", {}).get("within_tolerance") is False]
     return 1 if failed else 0
 
 

@@ -1,8 +1,9 @@
 """The picture of a run: % of the copy bandwidth against the batch size M (log axis), one panel
-per op and one line per implementation, for one hidden size N or a line per N. The copy
-bandwidth is the ceiling of these memory-bound ops, so the lines say how far each one is from
-it, and where (small M is launch-bound, large M bandwidth-bound). matplotlib is optional: without
-it there is no plot, and the caller is told why.
+per op (the norms' first, then the gated activations') and one line per implementation, for one
+hidden size N (the output width for act_and_mul) or a line per N. The copy bandwidth is the
+ceiling of these memory-bound ops, so the lines say how far each one is from it, and where (small
+M is launch-bound, large M bandwidth-bound). matplotlib is optional: without it there is no plot,
+and the caller is told why.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def plot(rows: list, path: str, plot_n: str, title: str, graph_max_m: int | None
         if graph_max_m:
             ax.axvline(graph_max_m, color="gray", linewidth=0.8, linestyle="--")
         sizes = ", ".join(str(n) for n in chosen[op])
-        ax.set_title(f"{op} (N = {sizes})")
+        family = next((row.get("family") for row in rows if row["op"] == op), None)
+        ax.set_title(f"{op} (N = {sizes}, x [M, 2N])" if family == "act_and_mul"
+                     else f"{op} (N = {sizes})")
         ax.set_xlabel("M (rows)")
         ax.set_ylabel("% of copy bandwidth")
         ax.grid(True, which="both", alpha=0.3)

@@ -1,14 +1,24 @@
 """What a benchmark run leaves behind: the derived numbers of each row (GB/s, % of the copy
 bandwidth, fusekit's speedups), the environment that makes a result reproducible (GPU, versions,
-fusekit's build, commit, date), the JSON document, and the plain-text table printed at the end.
+fusekit's build, commit, date), the JSON document, and the plain-text tables printed at the end
+(one per op family).
 
 JSON schema (version 1):
   {"schema": 1, "env": {...}, "copy_GBps": float, "rows": [row, ...], "skipped": [...]}
-  row: {"op", "M", "N", "dtype", "bytes", "results": {impl: result}}
+  row: {"op", "family" ("norm" | "act_and_mul"), "M", "N", "dtype", "bytes",
+        "results": {impl: result}}
+       (act_and_mul rows: N is the output width, the input x is [M, 2N]; the *_quant_fp8 ops
+       write e4m3fn codes and a float32 scale per row)
   result: {"time_us", "method" ("graph" | "cold" | "host"), "cold_us"?, "graph_us"?, "call_us",
-           "GBps", "pct_copy", "max_abs_diff_vs_eager", "backend"? (fusekit only),
-           "speedup"? / "call_speedup"? (fusekit only: baseline time / fusekit time per baseline)}
-          or {"error": "why it did not run"}
+           "GBps", "pct_copy", "max_abs_diff_vs_eager" (fp8 ops: of the decoded values,
+           codes * scale), "fp8_max_steps_vs_eager"?, "scale_max_rel_diff_vs_eager"?,
+           "within_tolerance"? (fp8 ops: codes within one e4m3fn step of eager's, scales within
+           1e-3), "backend"? (fusekit only), "speedup"? / "call_speedup"? (fusekit only: baseline
+           time / fusekit time per baseline)}
+          or {"error": "why it did not run"} (it was tried and failed, or could not be loaded)
+          or {"skipped": "why it cannot run here"} (the seed Triton kernels on the CPU, or
+          without triton)
+  skipped: {"op", "family", "M", "N", "reason": "skip_if_bytes_over", "limit"}
 """
 
 from __future__ import annotations
@@ -101,7 +111,7 @@ def write_json(path: str, env: dict, copy_gbps: float, rows: list, skipped: list
         f.write("\n")
 
 
-# ---- the table -----------------------------------------------------------------------------------
+# ---- the tables ----------------------------------------------------------------------------------
 
 def _us(value: float | None) -> str:
     if value is None:
@@ -113,15 +123,32 @@ def _times(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def _note(notes: list, text: str) -> int:
+    """The number of a note (the same text is noted once)."""
+    if text not in notes:
+        notes.append(text)
+    return notes.index(text) + 1
+
+
 def _cells(key: list, label: str, name: str, result: dict, ours: dict, notes: list) -> list:
-    if "error" in result:
-        notes.append(f"{label} {name}: {result['error']}")
-        return key + [name, f"error [{len(notes)}]"] + [""] * 6
+    for kind in ("error", "skipped"):
+        if kind in result:
+            text = result[kind] if kind == "skipped" else f"{label} {name}: {result[kind]}"
+            return key + [name, f"{kind} [{_note(notes, text)}]"] + [""] * 6
+    flags = []
     backend = result.get("backend", "")
     if backend.startswith("fallback"):
-        if backend not in notes:
-            notes.append(backend)
-        backend = f"fallback [{notes.index(backend) + 1}]"
+        flags.append(f"fallback [{_note(notes, backend)}]")
+    elif backend:
+        flags.append(backend)
+    if result.get("within_tolerance") is False:
+        why = (f"{label} {name}: output outside the tolerance against eager's (max |diff| "
+               f"{result['max_abs_diff_vs_eager']:.4g}")
+        if "fp8_max_steps_vs_eager" in result:
+            why += (f", {result['fp8_max_steps_vs_eager']:.3g} fp8 steps, scales "
+                    f"{result['scale_max_rel_diff_vs_eager']:.3g} apart")
+        flags.append(f"MISMATCH [{_note(notes, why + ')')}]")
+    backend = ", ".join(flags)
     speedup = ours.get("speedup", {}).get(name)
     call_speedup = ours.get("call_speedup", {}).get(name)
     return key + [name, backend, f"{_us(result['time_us'])} {result['method']}",
@@ -156,6 +183,13 @@ def table(rows: list, device: str) -> str:
         out += [fmt(cells) for cells in group]
     out += [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
     return "\n".join(out)
+
+
+def family_title(family: str) -> str:
+    if family == "act_and_mul":
+        return ("act_and_mul: x [M, 2N] -> [M, N] (N = output width); *_quant_fp8: e4m3fn codes "
+                "and a float32 scale per row")
+    return family
 
 
 def summary(env: dict, copy_gbps: float) -> str:
