@@ -1,0 +1,102 @@
+// The float32 building blocks of core/act_math.h against float64: e^-a, x * sigmoid(t), the
+// sigmoid pair and erfc. The activation tests check the ops end to end; these pin the pieces'
+// accuracy and their edge cases (the subnormal range and underflow of e^-a, infinities, NaN),
+// which random op inputs rarely reach.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "core/act_math.h"
+#include "gtest/gtest.h"
+
+namespace fusekit::detail {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Distance in units in the last place of float32 at `want`, with subnormals counted in units of
+// the smallest subnormal (so an error in the subnormal range is measured in absolute terms).
+double ulp_error(float got, double want) {
+  const double ulp = std::max(std::ldexp(1.0, std::ilogb(want == 0.0 ? 1e-45 : want) - 23),
+                              std::ldexp(1.0, -149));
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+TEST(ActMath, ExpNegWithinTwoUlpFromZeroToUnderflow) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(0.0f, 104.0f);
+  double worst = 0.0;
+  for (int i = 0; i < 200000; ++i) {
+    const float a = i < 1000 ? static_cast<float>(i) * 0.104f : dist(rng);
+    const float got = portable_exp_neg(a);
+    worst = std::max(worst, ulp_error(got, std::exp(-static_cast<double>(a))));
+  }
+  EXPECT_LE(worst, 2.0);
+}
+
+TEST(ActMath, ExpNegEdges) {
+  EXPECT_EQ(portable_exp_neg(0.0f), 1.0f);
+  EXPECT_EQ(portable_exp_neg(-0.0f), 1.0f);
+  // Subnormal results: e^-100 = 3.72e-44 is 26.5 units of 2^-149; rounded once to 27 or 26.
+  const float sub = portable_exp_neg(100.0f);
+  EXPECT_GT(sub, 0.0f);
+  EXPECT_LT(sub, std::numeric_limits<float>::min());
+  EXPECT_LE(ulp_error(sub, std::exp(-100.0)), 0.5 + 1e-9);
+  // e^-103.9 is about 0.57 of the smallest subnormal: rounds up to it. e^-104 and beyond: 0.
+  EXPECT_EQ(portable_exp_neg(103.9f), std::ldexp(1.0f, -149));
+  EXPECT_EQ(portable_exp_neg(104.0f), 0.0f);
+  EXPECT_EQ(portable_exp_neg(1e30f), 0.0f);
+  EXPECT_EQ(portable_exp_neg(kInf), 0.0f);
+  EXPECT_TRUE(std::isnan(portable_exp_neg(kNaN)));
+}
+
+TEST(ActMath, MulSigmoidMatchesFloat64AndNeverNaNForFiniteInputs) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 8.0f);
+  for (int i = 0; i < 100000; ++i) {
+    const float x = dist(rng);
+    const float t = dist(rng);
+    const double want = x / (1.0 + std::exp(-static_cast<double>(t)));
+    EXPECT_LE(ulp_error(mul_sigmoid(x, t), want), 4.0) << "x=" << x << " t=" << t;
+  }
+  const float big = std::numeric_limits<float>::max();
+  EXPECT_EQ(mul_sigmoid(big, big), big);
+  EXPECT_EQ(mul_sigmoid(-big, -big), 0.0f);
+  EXPECT_TRUE(std::signbit(mul_sigmoid(-big, -big)));
+  EXPECT_EQ(mul_sigmoid(3.0f, kInf), 3.0f);
+  EXPECT_EQ(mul_sigmoid(3.0f, -kInf), 0.0f);
+  EXPECT_TRUE(std::isnan(mul_sigmoid(kNaN, 1.0f)));
+  EXPECT_TRUE(std::isnan(mul_sigmoid(1.0f, kNaN)));
+}
+
+TEST(ActMath, SigmoidPairMatchesFloat64AndPropagatesNaN) {
+  for (float t : {-200.0f, -30.0f, -1.5f, -0.0f, 0.0f, 0.25f, 17.0f, 200.0f}) {
+    const SigmoidPair s = portable_sigmoid_pair(t);
+    const double want = 1.0 / (1.0 + std::exp(-static_cast<double>(t)));
+    EXPECT_LE(ulp_error(s.pos, want), 4.0) << t;
+    EXPECT_LE(ulp_error(s.neg, 1.0 - want), 4.0) << t;
+  }
+  const SigmoidPair s = portable_sigmoid_pair(kNaN);
+  EXPECT_TRUE(std::isnan(s.pos));
+  EXPECT_TRUE(std::isnan(s.neg));
+}
+
+TEST(ActMath, ErfcRelativeErrorAcrossItsRange) {
+  double worst = 0.0;
+  for (int i = -3600; i <= 3600; ++i) {
+    const float x = static_cast<float>(i) * 0.0025f;  // -9 .. 9: erfc stays a normal float
+    const double want = std::erfc(static_cast<double>(x));
+    const double got = portable_erfc(x);
+    worst = std::max(worst, std::fabs(got - want) / want);
+  }
+  EXPECT_LE(worst, 2e-6);
+  EXPECT_EQ(portable_erfc(11.0f), 0.0f);
+  EXPECT_EQ(portable_erfc(-11.0f), 2.0f);
+  EXPECT_TRUE(std::isnan(portable_erfc(kNaN)));
+}
+
+}  // namespace
+}  // namespace fusekit::detail
