@@ -397,6 +397,31 @@ FUSEKIT_DEVICE float cluster_read(const float* local, unsigned rank) {
 #endif
 }
 
+// float32 -> e4m3fn conversion by the hardware (CUDA sm_89+), two values per instruction:
+// round to nearest even, saturating to +-448 (infinities too), NaN -> 0x7F. That is the rule of
+// core/fp8.h's float_to_fp8<Fp8E4M3FN>, which stays the reference (and the only conversion on HIP,
+// for e4m3fnuz, and before sm_89); the GPU tests compare the two bit for bit through the ops.
+FUSEKIT_HOST_DEVICE constexpr bool hardware_e4m3fn_compiled() {
+#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Codes of (lo, hi): lo in the low byte.
+FUSEKIT_DEVICE uint16_t hardware_e4m3fn_pair(float lo, float hi) {
+#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t pair;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
+  return pair;
+#else
+  (void)lo;
+  (void)hi;
+  return 0;  // never called: hardware_e4m3fn_compiled() is false
+#endif
+}
+
 // 16-bit floats are carried as raw bits (uint16_t) through kernels; these are the conversions.
 FUSEKIT_DEVICE float half_bits_to_float(uint16_t bits) {
   return __half2float(__ushort_as_half(bits));

@@ -28,6 +28,7 @@
 
 #include "core/act_math.h"
 #include "core/fp8.h"
+#include "gpu/common/fp8_pack.cuh"
 #include "gpu/common/reduce.cuh"
 #include "gpu/common/vec_io.cuh"
 #include "gpu/platform.h"
@@ -140,15 +141,9 @@ FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename
 template <class K, class Format>
 FUSEKIT_DEVICE void quant_group_store(uint8_t* out, int64_t col, int64_t n,
                                       const float (&y)[K::kGroup], float inverse_scale) {
-  Packed<uint8_t, K::kGroup> q;
-#pragma unroll
-  for (int e = 0; e < K::kGroup; ++e) q.elems[e] = detail::fp8_quantize<Format>(y[e], inverse_scale);
+  const Packed<uint8_t, K::kGroup> q = quantize_group<Format>(y, inverse_scale);
   store_packed<uint8_t, K::kGroup, K::kLoad>(out, col, n, q);
 }
-
-struct NanMaxAbs {
-  FUSEKIT_DEVICE float operator()(float a, float b) const { return (b > a || b != b) ? b : a; }
-};
 
 // Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows).
 // kTwoPass: y is recomputed for the write instead of kept in registers.
@@ -177,7 +172,7 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
 #pragma unroll
           for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
         }
-        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMaxAbs{});
+        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_scale(scale);
         for (int64_t col = first_col; col < n; col += col_step) {
@@ -200,7 +195,7 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
 #pragma unroll
           for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[i][e]);
         }
-        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMaxAbs{});
+        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_scale(scale);
 #pragma unroll

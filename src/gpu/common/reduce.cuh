@@ -74,6 +74,34 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch) {
   return warp_sum<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
 }
 
+// max(a, b) where NaN wins: with no NaN present the maximum of a set is the same bits in any
+// order, so it can be combined in whatever order a reduction likes.
+struct NanMax {
+  FUSEKIT_DEVICE float operator()(float a, float b) const { return (b > a || b != b) ? b : a; }
+};
+
+// `combine` (commutative and associative, e.g. NanMax) of `v` over the `threads_per_row` threads
+// of each row (a power of two): lanes by xor shuffles, then the row's warps through `scratch`
+// (one float per thread of the block). Every thread of the row gets the result. `scratch` must
+// not be in use by another reduction that can still be reading it. Every thread of the block
+// calls this.
+template <int kWarp, class Combine>
+FUSEKIT_DEVICE float row_reduce(float v, int threads_per_row, float* scratch,
+                                const Combine& combine) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    if (offset < threads_per_row) v = combine(v, shfl_xor<kWarp>(v, offset));
+  }
+  if (threads_per_row > kWarp) {
+    scratch[threadIdx.x] = v;
+    __syncthreads();
+    const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
+    v = scratch[row_first_thread];
+    for (int w = kWarp; w < threads_per_row; w += kWarp) v = combine(v, scratch[row_first_thread + w]);
+  }
+  return v;
+}
+
 // The maximum of `v` over the whole block under `combine(a, b)` (commutative and associative,
 // e.g. a NaN-propagating max, which gives the same bits in any order): lanes by xor shuffles,
 // then warps through `scratch` (one float per warp, at most kMaxWarps). Every thread of the block
