@@ -2,7 +2,7 @@
 // (the same functions, operation for operation, as the GPU kernels), so fp8 codes and scales are
 // the reference the GPU must match bit for bit. Compiled with floating-point contraction off
 // (CMakeLists.txt) for that reason. Rows are independent and split across OpenMP threads when
-// OpenMP is available.
+// OpenMP is available and the call is large enough (cpu/common/parallel.h).
 #include <cstdint>
 #include <vector>
 
@@ -10,6 +10,7 @@
 #include "core/act_math.h"
 #include "core/dtype_dispatch.h"
 #include "core/fp8.h"
+#include "cpu/common/parallel.h"
 
 namespace fusekit::detail {
 namespace {
@@ -18,7 +19,7 @@ template <Activation kAct, typename T>
 void act_rows(const ActProblem& p) {
   const int64_t n = p.cols;
 #if defined(_OPENMP)
-#pragma omp parallel
+#pragma omp parallel if (cpu_parallel_worthwhile(p.rows, p.rows * n))
 #endif
   {
     std::vector<float> y(p.quantize ? static_cast<size_t>(n) : 0);
@@ -56,7 +57,7 @@ void act_rows(const ActProblem& p) {
 template <Activation kAct, typename T>
 void act_backward_rows(const ActBackwardProblem& p) {
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cpu_parallel_worthwhile(p.rows, p.rows * p.cols))
 #endif
   for (int64_t row = 0; row < p.rows; ++row) {
     const T* grad_out = static_cast<const T*>(p.grad_out) + row * p.grad_out_stride;
