@@ -29,7 +29,7 @@ int widest_load(const NormProblem& p) {
   const bool add = p.add_residual;
   return gpu::widest_load(group_elems(p), p.rows,
                           {{p.x, p.x_stride, x_bytes},
-                           {p.out, p.out_stride, x_bytes},
+                           {p.out, p.out_stride, p.out_fp8 ? 1 : x_bytes},
                            {p.weight, 0, w_bytes},
                            {p.bias, 0, w_bytes},
                            {add ? p.residual : nullptr, p.residual_stride, r_bytes},
@@ -45,7 +45,8 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.group_elems = group_elems(p);
   s.source_elem_bytes = static_cast<int>(dtype_size(p.source_dtype()));
   s.warp_size = info.warp_size;
-  s.max_cluster_blocks = info.max_cluster_blocks;
+  // fp8 outputs have no cluster kernel (norm_kernel.cuh): long rows take the staged path.
+  s.max_cluster_blocks = p.out_fp8 ? 1 : info.max_cluster_blocks;
   // The kernels' static shared memory (reduction scratch) comes out of the same budget.
   constexpr int kStaticSmemReserve = 8 * 1024;
   s.max_smem_bytes = info.max_smem_per_block - kStaticSmemReserve;
@@ -92,6 +93,9 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   a.bias = p.bias;
   a.rstd = p.rstd;
   a.mean = p.mean;
+  a.static_scale = p.static_scale;
+  a.dynamic_scale = p.dynamic_scale;
+  a.scale_upper_bound = p.scale_upper_bound;
   a.x_stride = p.x_stride;
   a.out_stride = p.out_stride;
   a.residual_stride = p.residual_stride;
@@ -111,6 +115,7 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
 
   const auto s = static_cast<StreamHandle>(stream);
   const int load = widest_load(p);
+  if (p.out_fp8) return launch_norm_fp8(p, a, cfg, load, info, pdl, s);
   if (p.kind == NormKind::kRms) {
     return launch_norm<NormKind::kRms>(p, a, cfg, load, info, pdl, s);
   }

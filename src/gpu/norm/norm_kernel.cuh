@@ -22,10 +22,21 @@
 //
 // Numerics. Sums in float32; LayerNorm subtracts the mean before squaring (two passes over data
 // already on chip). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
+//
+// fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
+// out's dtype is quantized instead, as core/fp8.h says: by a static scale read from device memory,
+// or by the row's own scale from max|y|, one more reduction (a NaN-propagating max, so its bits do
+// not depend on the order) between computing y and writing it. y is recomputed from the row in
+// registers (or from the staged row) rather than kept, which costs a few instructions and no
+// registers. Only the registers and staged paths have this output: rows that would take the
+// cluster path take the staged one.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "core/fp8.h"
+#include "gpu/common/fp8_pack.cuh"
 #include "gpu/common/reduce.cuh"
 #include "gpu/common/vec_io.cuh"
 #include "gpu/platform.h"
@@ -45,6 +56,9 @@ struct NormKernelArgs {
   const void* bias;    // may be null: 0
   float* rstd;         // may be null
   float* mean;         // may be null
+  const float* static_scale;  // fp8 output: [1], or null when dynamic_scale is set
+  float* dynamic_scale;       // fp8 output: [rows], written
+  float scale_upper_bound;
   int64_t x_stride;
   int64_t out_stride;
   int64_t residual_stride;
@@ -63,7 +77,7 @@ struct NormKernelArgs {
 };
 
 template <NormKind kKind_, bool kAdd_, typename TX_, typename TW_, typename TR_, int kLoad_,
-          int kWarp_>
+          int kWarp_, class Fp8_ = void>
 struct NormTraits {
   static constexpr NormKind kKind = kKind_;
   static constexpr bool kAdd = kAdd_;
@@ -71,6 +85,10 @@ struct NormTraits {
   using TX = TX_;  // x and out
   using TW = TW_;  // weight and bias
   using TR = TR_;  // residual and residual_out; the normalized values h (TX when !kAdd)
+  using Fp8 = Fp8_;  // void: out is TX; else out holds codes of this format (core/fp8.h)
+  static constexpr bool kFp8Out = !std::is_void_v<Fp8_>;
+  using TO = std::conditional_t<kFp8Out, uint8_t, TX_>;  // out
+  static_assert(!kFp8Out || kKind_ == NormKind::kRms, "fp8 output is an RMSNorm form");
   static constexpr int kLoad = kLoad_;
   static constexpr int kWarp = kWarp_;
   static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
@@ -129,21 +147,66 @@ FUSEKIT_DEVICE void load_affine(const NormKernelArgs& a, int64_t col, float (&w)
   }
 }
 
-// y = ((h - mean) * rstd [rounded to TX]) * w + b, stored to out.
-template <class K, typename Index>
-FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col,
-                                 const float (&h)[K::kGroup], const float (&w)[K::kGroup],
-                                 const float (&b)[K::kGroup], float mean, float rstd) {
-  using TX = typename K::TX;
-  float y[K::kGroup];
+// y = ((h - mean) * rstd [rounded to TX]) * w + b for one group.
+template <class K>
+FUSEKIT_DEVICE void output_values(const NormKernelArgs& a, const float (&h)[K::kGroup],
+                                  const float (&w)[K::kGroup], const float (&b)[K::kGroup],
+                                  float mean, float rstd, float (&y)[K::kGroup]) {
 #pragma unroll
   for (int e = 0; e < K::kGroup; ++e) {
     float v = (h[e] - mean) * rstd;
-    if (a.weight_after_cast) v = round_to<TX>(v);
+    if (a.weight_after_cast) v = round_to<typename K::TX>(v);
     y[e] = v * w[e] + b[e];
   }
-  store_group<TX, K::kGroup, K::kLoad>(static_cast<TX*>(a.out) + row * a.out_stride, col,
-                                       static_cast<Index>(a.cols), y);
+}
+
+// max|y| over one group's elements in the row (y saturated to float32's range, as quantized).
+template <class K>
+FUSEKIT_DEVICE float group_max_abs(float m, const float (&y)[K::kGroup], int64_t col, int64_t n) {
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) {
+    if (col + e < n) m = detail::max_abs_accumulate(m, detail::saturate_to_float_range(y[e]));
+  }
+  return m;
+}
+
+// The fp8 codes of one group of y.
+template <class K>
+FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kGroup],
+                                                          float inverse_scale) {
+  float v[K::kGroup];
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) v[e] = detail::saturate_to_float_range(y[e]);
+  return quantize_group<typename K::Fp8>(v, inverse_scale);
+}
+
+// The row's scale from its max|y| (dynamic) or the static scale; stored when `writes_scale`.
+// Returns 1 / scale.
+template <class K>
+FUSEKIT_DEVICE float fp8_inverse_for_row(const NormKernelArgs& a, int64_t row, float max_abs,
+                                         bool writes_scale) {
+  if (a.dynamic_scale == nullptr) return detail::fp8_inverse_scale(*a.static_scale);
+  const float scale = detail::fp8_row_scale<typename K::Fp8>(max_abs, a.scale_upper_bound);
+  if (writes_scale) a.dynamic_scale[row] = scale;
+  return detail::fp8_inverse_scale(scale);
+}
+
+// y stored to out (inverse_scale: fp8 output only).
+template <class K, typename Index>
+FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col,
+                                 const float (&h)[K::kGroup], const float (&w)[K::kGroup],
+                                 const float (&b)[K::kGroup], float mean, float rstd,
+                                 float inverse_scale) {
+  using TO = typename K::TO;
+  float y[K::kGroup];
+  output_values<K>(a, h, w, b, mean, rstd, y);
+  TO* out = static_cast<TO*>(a.out) + row * a.out_stride;
+  if constexpr (K::kFp8Out) {
+    store_packed<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols),
+                                          quantize_output<K>(y, inverse_scale));
+  } else {
+    store_group<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols), y);
+  }
 }
 
 // One 16-byte group of a row in its storage type. kWhole: every group of the row is whole and
@@ -158,6 +221,15 @@ FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n) {
     return p;
   } else {
     return load_group<T, K::kGroup, K::kLoad>(row, col, n);
+  }
+}
+
+template <class K, bool kWhole, typename T>
+FUSEKIT_DEVICE void store_item(T* row, int col, int n, const Packed<T, K::kGroup>& p) {
+  if constexpr (kWhole) {
+    p.store(row + col);
+  } else {
+    store_packed<T, K::kGroup, K::kLoad>(row, col, n, p);
   }
 }
 
@@ -185,13 +257,15 @@ FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGrou
 // follow the batch size while each row's result stays bitwise the same. Every thread of the block
 // calls this (reduce has barriers); `active` is false for threads past the last row.
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
-// absent. The thread with `writes_stats` stores rstd and mean.
-template <class K, bool kWhole, int kItems, class Affine, class Reduce>
+// absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
+// `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only).
+template <class K, bool kWhole, int kItems, class Affine, class Reduce, class ReduceMax>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
                                Packed<typename K::TR, K::kGroup> (&h)[kItems],
-                               const Affine& affine, const Reduce& reduce, bool writes_stats) {
+                               const Affine& affine, const Reduce& reduce,
+                               const ReduceMax& reduce_max, bool writes_stats) {
   using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
@@ -258,21 +332,45 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   const float total = reduce(tree_sum(part), K::kLayer ? 1 : 0);
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
 
+  // Item i's output values.
+  auto item_values = [&](int i, int col, float (&y)[G]) {
+    float hv[G], wv[G], bv[G];
+    to_floats(h[i], hv);
+    affine(i, col, wv, bv);
+    output_values<K>(a, hv, wv, bv, mean, rstd, y);
+  };
+  float inverse_scale = 1.0f;
+  if constexpr (K::kFp8Out) {
+    float max_abs = 0.0f;
+    if (a.dynamic_scale != nullptr) {  // uniform: every thread of the block reduces
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int col = first_col + (t + i * tpr) * G;
+        if (active && in_row(i, col, 0)) {
+          float y[G];
+          item_values(i, col, y);
+          max_abs = group_max_abs<K>(max_abs, y, col, n);
+        }
+      }
+      max_abs = reduce_max(max_abs);
+    }
+    inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, active && writes_stats);
+  }
+
   if (!active) return;
-  TX* out_row = static_cast<TX*>(a.out) + row * a.out_stride;
+  using TO = typename K::TO;
+  TO* out_row = static_cast<TO*>(a.out) + row * a.out_stride;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = first_col + (t + i * tpr) * G;
     if (in_row(i, col, 0)) {
-      float wv[G], bv[G], y[G];
-      affine(i, col, wv, bv);
-#pragma unroll
-      for (int e = 0; e < G; ++e) {
-        float v = (to_float(h[i].elems[e]) - mean) * rstd;
-        if (a.weight_after_cast) v = round_to<TX>(v);
-        y[e] = v * wv[e] + bv[e];
+      float y[G];
+      item_values(i, col, y);
+      if constexpr (K::kFp8Out) {
+        store_item<K, kWhole>(out_row, col, n, quantize_output<K>(y, inverse_scale));
+      } else {
+        store_item<K, kWhole>(out_row, col, n, y);
       }
-      store_item<K, kWhole>(out_row, col, n, y);
     }
   }
   if (writes_stats) {
@@ -297,10 +395,10 @@ FUSEKIT_DEVICE void weight_floats(bool present, const Packed<TW, G>& p, float of
 
 // Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
 // `items` of them) and finishes it (finish_row). Shared by the registers and cluster kernels.
-template <class K, bool kWhole, int kItems, class Reduce>
+template <class K, bool kWhole, int kItems, class Reduce, class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
-                                        bool writes_stats) {
+                                        const ReduceMax& reduce_max, bool writes_stats) {
   using TX = typename K::TX;
   using TW = typename K::TW;
   using TR = typename K::TR;
@@ -347,7 +445,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     }
   };
   finish_row<K, kWhole>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                        writes_stats);
+                        reduce_max, writes_stats);
 }
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
@@ -368,8 +466,10 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   auto reduce = [&](float v, int k) {
     return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
   };
+  // fp8 output only (RMSNorm, whose sum used scratch[0]).
+  auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
   normalize_row_slice<K, kWhole, K::kMaxItems>(a, row, row < a.rows, t, tpr, 0, a.items, reduce,
-                                               t == 0);
+                                               reduce_max, t == 0);
 }
 
 // The cluster path: the cluster_blocks blocks of a cluster share one row, block r taking the
@@ -382,6 +482,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
 template <class K, bool kWhole>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_cluster_kernel(NormKernelArgs a) {
+  static_assert(!K::kFp8Out, "fp8 output takes the registers or staged path");
   if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return;
   __shared__ float scratch[2][K::kScratch];
   __shared__ float partial[2];
@@ -405,8 +506,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     return warp_sum<K::kWarp>(cluster_read(&partial[k], static_cast<unsigned>(lane % blocks)),
                               blocks);
   };
+  auto no_max = [](float v) { return v; };  // never called: no fp8 output here
   normalize_row_slice<K, kWhole, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
-                                                   reduce, t == 0 && rank == 0);
+                                                   reduce, no_max, t == 0 && rank == 0);
   cluster_barrier();
 }
 
@@ -496,6 +598,23 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
   }
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
 
+  float inverse_scale = 1.0f;
+  if constexpr (K::kFp8Out) {
+    // A dynamic scale needs max|y| first: one more pass over the staged row.
+    float max_abs = 0.0f;
+    if (a.dynamic_scale != nullptr) {
+      for (int64_t g = threadIdx.x; g < groups; g += threads) {
+        float h[G], w[G], b[G], y[G];
+        reload_source<K>(a, stage, row, g, h);
+        load_affine<K>(a, g * G, w, b);
+        output_values<K>(a, h, w, b, mean, rstd, y);
+        max_abs = group_max_abs<K>(max_abs, y, g * G, n);
+      }
+      max_abs = block_reduce<K::kWarp, K::kMaxWarpsPerRow>(max_abs, scratch[1], NanMax{});
+    }
+    inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, threadIdx.x == 0);
+  }
+
   // Pass 2: normalize and write.
   constexpr int B2 = K::kOutBatch;
   for (int64_t g0 = threadIdx.x; g0 < groups; g0 += static_cast<int64_t>(threads) * B2) {
@@ -511,7 +630,7 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
 #pragma unroll
     for (int j = 0; j < B2; ++j) {
       const int64_t g = g0 + static_cast<int64_t>(j) * threads;
-      if (g < groups) write_output<K>(a, row, g * G, h[j], w[j], b[j], mean, rstd);
+      if (g < groups) write_output<K>(a, row, g * G, h[j], w[j], b[j], mean, rstd, inverse_scale);
     }
   }
   if (threadIdx.x == 0) {

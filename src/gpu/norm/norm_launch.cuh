@@ -1,9 +1,12 @@
 // Host side of the norm kernels: from a validated NormProblem and a NormConfig to a launch.
 //
 // launch_norm<kKind> is instantiated once per kind in its own translation unit (norm_rms.cu,
-// norm_layer.cu) so the two halves of the kernel set compile in parallel. It turns the runtime
-// dtypes, the add flag, the load width and the warp size into template arguments, and launches the
+// norm_layer.cu), and launch_norm_fp8 (RMSNorm with an fp8 output, either format) in a third
+// (norm_rms_fp8.cu), so the parts of the kernel set compile in parallel. They turn the runtime
+// dtypes, the add flag, the load width and the warp size into template arguments, and launch the
 // registers, cluster or staged kernel. Rows beyond what one grid can index go in several launches.
+// fp8 outputs are instantiated for full-width and element-wise accesses only (unaligned calls
+// are rare, and each width is a full set of kernels), and never take the cluster path.
 #pragma once
 
 #include <algorithm>
@@ -44,11 +47,19 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   constexpr int64_t kMaxBlocksPerLaunch = INT_MAX;
   size_t smem = 0;
   const bool cluster = cfg.path == Path::kCluster;
-  auto kernel = cluster ? norm_cluster_kernel<K, false> : norm_registers_kernel<K, false>;
+  auto cluster_kernel = [](bool whole) {
+    if constexpr (K::kFp8Out) {
+      return whole ? norm_registers_kernel<K, true> : norm_registers_kernel<K, false>;  // unused
+    } else {
+      return whole ? norm_cluster_kernel<K, true> : norm_cluster_kernel<K, false>;
+    }
+  };
+  if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
+  auto kernel = cluster ? cluster_kernel(false) : norm_registers_kernel<K, false>;
   if constexpr (K::kLoad == K::kGroup) {
     // Whole groups: the bounds-free variants (one vector access per group, no tail code).
     if (a.cols % K::kGroup == 0) {
-      kernel = cluster ? norm_cluster_kernel<K, true> : norm_registers_kernel<K, true>;
+      kernel = cluster ? cluster_kernel(true) : norm_registers_kernel<K, true>;
     }
   }
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
@@ -82,11 +93,12 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
                                                               first * stride * elem);
     };
     part.x = shift(a.x, a.x_stride, sizeof(typename K::TX));
-    part.out = shift(a.out, a.out_stride, sizeof(typename K::TX));
+    part.out = shift(a.out, a.out_stride, sizeof(typename K::TO));
     part.residual = shift(a.residual, a.residual_stride, sizeof(typename K::TR));
     part.residual_out = shift(a.residual_out, a.residual_out_stride, sizeof(typename K::TR));
     part.rstd = shift(a.rstd, 1, sizeof(float));
     part.mean = shift(a.mean, 1, sizeof(float));
+    part.dynamic_scale = shift(a.dynamic_scale, 1, sizeof(float));
     const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block * cluster_blocks;
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
@@ -97,9 +109,11 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   return Status();
 }
 
-template <NormKind kKind>
-Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
-                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
+// Every dtype combination of kind kKind with output Fp8 (void: x's dtype; else an fp8 format).
+template <NormKind kKind, class Fp8>
+Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& args,
+                          const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                          StreamHandle stream) {
   return dispatch_float_dtype(p.x_dtype, [&](auto x_tag) -> Status {
     using TX = typename decltype(x_tag)::type;
     return dispatch_x_or_float<TX>(p.weight_dtype, [&](auto w_tag) -> Status {
@@ -114,17 +128,33 @@ Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, con
             auto with_load = [&](auto load_tag) -> Status {
               return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
                 using K = NormTraits<kKind, AddTag::value, TX, TW, TR, decltype(load_tag)::value,
-                                     decltype(warp_tag)::value>;
+                                     decltype(warp_tag)::value, Fp8>;
                 return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
               });
             };
-            if constexpr (sizeof(TX) == 2) return dispatch_int<8, 4, 2, 1>(load_width, with_load);
-            else return dispatch_int<4, 2, 1>(load_width, with_load);
+            constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
+            if constexpr (!std::is_void_v<Fp8>) {
+              return dispatch_int<kGroup, 1>(load_width == kGroup ? kGroup : 1, with_load);
+            } else if constexpr (sizeof(TX) == 2) {
+              return dispatch_int<8, 4, 2, 1>(load_width, with_load);
+            } else {
+              return dispatch_int<4, 2, 1>(load_width, with_load);
+            }
           }
         });
       });
     });
   });
 }
+
+template <NormKind kKind>
+Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
+                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
+  return launch_norm_dtypes<kKind, void>(p, args, cfg, load_width, info, pdl, stream);
+}
+
+Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
+                       const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                       StreamHandle stream);
 
 }  // namespace fusekit::gpu

@@ -1,0 +1,18 @@
+// RMSNorm and fused_add_rms_norm with an fp8 output (static or dynamic per-row scale), every
+// dtype combination, both fp8 formats. See norm_launch.cuh.
+#include "core/fp8.h"
+#include "gpu/norm/norm_launch.cuh"
+
+namespace fusekit::gpu {
+
+Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
+                       const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                       StreamHandle stream) {
+  if (p.kind != NormKind::kRms) return Status::runtime_error("norm: fp8 output is RMSNorm only");
+  return detail::dispatch_fp8_format(p.out_fp8_format, [&](auto format_tag) -> Status {
+    return launch_norm_dtypes<NormKind::kRms, decltype(format_tag)>(p, args, cfg, load_width,
+                                                                     info, pdl, stream);
+  });
+}
+
+}  // namespace fusekit::gpu
