@@ -14,6 +14,9 @@ namespace fusekit::gpu {
 template <NormKind kKind>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
                    int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream);
+Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
+                       const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                       StreamHandle stream);
 
 namespace {
 

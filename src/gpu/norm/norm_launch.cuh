@@ -153,8 +153,4 @@ Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, con
   return launch_norm_dtypes<kKind, void>(p, args, cfg, load_width, info, pdl, stream);
 }
 
-Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
-                       const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
-                       StreamHandle stream);
-
 }  // namespace fusekit::gpu
