@@ -2,7 +2,7 @@
 // covers each row with no idle blocks, stays within the hardware's grid and block limits for any
 // N and any M (the grid-stride loops take the rows beyond them), gives a small batch the
 // latency shape (one 16-byte group per thread, the row spread over blocks) and a large one the
-// bandwidth shape (four groups per thread, about two waves of blocks looping over the rows).
+// bandwidth shape (four groups per thread, one wave of blocks looping over the rows).
 #include "gpu/act/act_config.h"
 
 #include <algorithm>
@@ -89,7 +89,7 @@ TEST(ActConfig, HugeBatchesStayWithinGridLimits) {
   s.rows = int64_t{1} << 45;
   const ActElementwiseConfig e = choose_act_elementwise_config(s);
   EXPECT_LE(e.grid_y, kMaxGridY);
-  EXPECT_LE(e.grid_x * e.grid_y, int64_t{132} * 8 * 2 + e.grid_x);  // blocks loop over rows
+  EXPECT_LE(e.grid_x * e.grid_y, int64_t{132} * 2 + e.grid_x);  // one wave loops over rows
   const ActQuantConfig q = choose_act_quant_config(s);
   EXPECT_EQ(q.grid, kMaxGridX);
   s.cols = 1;  // one element per row: rows of many blocks' worth still need grid_y <= 65535

@@ -19,9 +19,12 @@ int64_t next_pow2(int64_t v) {
 constexpr int kBlockThreads = 256;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGrid = 2147483647;
-// Resident blocks per SM the elementwise grid aims for when the rows are many (two waves of
-// 256-thread blocks at 2048 threads per SM), after which blocks stride over further rows.
+// Small batches: up to two waves of 256-thread blocks at full occupancy.
 constexpr int kWavesOfBlocks = 2;
+// Large batches (four groups per thread): one wave at the forward kernel's occupancy, two
+// 256-thread blocks per SM (ptxas: ~92 registers per thread), so that every thread walks many rows
+// and its prefetch of the next row's inputs keeps the memory system busy (act_kernel.cuh).
+constexpr int kFullBatchBlocksPerSm = 2;
 // 16-byte groups per SM beyond which a batch counts as filling the GPU and takes four groups per
 // thread (more bytes in flight per thread, fewer blocks); below it one group per thread spreads
 // a small batch over as many SMs as possible for latency.
@@ -53,9 +56,11 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape) {
   c.threads_y = kBlockThreads / c.threads_x;  // short rows: several per block
   c.grid_x = ceil_div(groups, static_cast<int64_t>(c.threads_x) * c.unroll);
   const int64_t row_blocks = ceil_div(shape.rows, c.threads_y);
-  const int64_t resident =
-      static_cast<int64_t>(shape.sm_count) * (shape.max_threads_per_sm / kBlockThreads);
-  const int64_t wanted_y = std::max<int64_t>(1, ceil_div(resident * kWavesOfBlocks, c.grid_x));
+  const int64_t blocks_wanted =
+      fills_gpu ? static_cast<int64_t>(shape.sm_count) * kFullBatchBlocksPerSm
+                : static_cast<int64_t>(shape.sm_count) * (shape.max_threads_per_sm / kBlockThreads) *
+                      kWavesOfBlocks;
+  const int64_t wanted_y = std::max<int64_t>(1, ceil_div(blocks_wanted, c.grid_x));
   c.grid_y = std::min({row_blocks, wanted_y, kMaxGridY});
   c.grid_y = std::max<int64_t>(c.grid_y, 1);
   return c;

@@ -6,7 +6,8 @@
 // threads and nothing goes through shared memory. act_elementwise_kernel maps a 2D grid onto the
 // rows: grid.x blocks cover a row's 16-byte groups, grid.y blocks stride over the rows. Large
 // batches take four groups per thread (64-128 bytes of loads in flight per thread, issued before
-// any use) and about two waves of resident blocks that loop over the rows; small batches take one
+// any use) and one wave of resident blocks that loop over the rows, each thread loading its next
+// row while it computes the current one; small batches take one
 // group per thread and spread a row over as many blocks as it has groups / 256, so a decode step
 // is one short dependent chain per thread.
 //
@@ -67,57 +68,94 @@ constexpr int kActElementwiseThreads = 256;
 constexpr int kQuantItems = 4;          // registers path: groups of y per thread
 constexpr int kQuantMaxThreads = 1024;
 
+// One thread's inputs for one row: kUnroll groups of gate and up (and grad_out for backward).
+template <class K, int kUnroll, bool kBackward>
+struct ActInputs {
+  using T = typename K::T;
+  Packed<T, K::kGroup> g[kUnroll], u[kUnroll], dy[kBackward ? kUnroll : 1];
+
+  FUSEKIT_DEVICE void load(const ActKernelArgs& a, int64_t row, int64_t first_col,
+                           int64_t col_step) {
+    constexpr int G = K::kGroup;
+    const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
+    const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
+    const T* grad_out = static_cast<const T*>(a.grad_out) + row * a.grad_out_stride;
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {  // every load of the thread before any use
+      const int64_t col = first_col + i * col_step;
+      if (col < a.cols) {
+        g[i] = load_group<T, G, K::kLoad>(gate, col, a.cols);
+        u[i] = load_group<T, G, K::kLoad>(up, col, a.cols);
+        if constexpr (kBackward) dy[i] = load_group<T, G, K::kLoad>(grad_out, col, a.cols);
+      }
+    }
+  }
+};
+
+// The math and stores of one row's groups for one thread.
+template <class K, int kUnroll, bool kBackward>
+FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int64_t first_col,
+                                        int64_t col_step,
+                                        const ActInputs<K, kUnroll, kBackward>& in) {
+  using T = typename K::T;
+  constexpr int G = K::kGroup;
+  const int64_t n = a.cols;
+#pragma unroll
+  for (int i = 0; i < kUnroll; ++i) {
+    const int64_t col = first_col + i * col_step;
+    if (col >= n) continue;
+    float gf[G], uf[G];
+    to_floats(in.g[i], gf);
+    to_floats(in.u[i], uf);
+    if constexpr (kBackward) {
+      float dyf[G], dg[G], du[G];
+      to_floats(in.dy[i], dyf);
+#pragma unroll
+      for (int e = 0; e < G; ++e) {
+        dg[e] = (dyf[e] * uf[e]) * ActMath<K::kAct>::derivative(gf[e]);
+        du[e] = dyf[e] * ActMath<K::kAct>::value(gf[e]);
+      }
+      store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, dg);
+      store_group<T, G, K::kLoad>(static_cast<T*>(a.grad_up) + row * a.grad_up_stride, col, n,
+                                  du);
+    } else {
+      float y[G];
+#pragma unroll
+      for (int e = 0; e < G; ++e) y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
+      store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, y);
+    }
+  }
+}
+
 // y = act(gate) * up (backward: grad_gate and grad_up) for kUnroll groups per thread.
+// The forward pass keeps the next row's loads in flight while it computes the current one (the
+// exact activation math takes long enough that, without that, a warp's loads would idle the
+// memory system for a large part of its time); the backward pass, with three inputs, has no
+// registers to spare for that.
 template <class K, int kUnroll, bool kBackward>
 __global__ void __launch_bounds__(kActElementwiseThreads)
     act_elementwise_kernel(ActKernelArgs a) {
   using T = typename K::T;
   constexpr int G = K::kGroup;
+  constexpr bool kPrefetch = !kBackward;
   wait_for_prior_grids();
   const int64_t n = a.cols;
   const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
   const int64_t first_col =
       (static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x) * G;
   const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < a.rows;
-       row += row_step) {
-    const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
-    const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
-    const T* grad_out = static_cast<const T*>(a.grad_out) + row * a.grad_out_stride;
-    Packed<T, G> g[kUnroll], u[kUnroll], dy[kUnroll];
-#pragma unroll
-    for (int i = 0; i < kUnroll; ++i) {  // every load of the thread before any use
-      const int64_t col = first_col + i * col_step;
-      if (col < n) {
-        g[i] = load_group<T, G, K::kLoad>(gate, col, n);
-        u[i] = load_group<T, G, K::kLoad>(up, col, n);
-        if constexpr (kBackward) dy[i] = load_group<T, G, K::kLoad>(grad_out, col, n);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kUnroll; ++i) {
-      const int64_t col = first_col + i * col_step;
-      if (col >= n) continue;
-      float gf[G], uf[G];
-      to_floats(g[i], gf);
-      to_floats(u[i], uf);
-      if constexpr (kBackward) {
-        float dyf[G], dg[G], du[G];
-        to_floats(dy[i], dyf);
-#pragma unroll
-        for (int e = 0; e < G; ++e) {
-          dg[e] = (dyf[e] * uf[e]) * ActMath<K::kAct>::derivative(gf[e]);
-          du[e] = dyf[e] * ActMath<K::kAct>::value(gf[e]);
-        }
-        store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, dg);
-        store_group<T, G, K::kLoad>(static_cast<T*>(a.grad_up) + row * a.grad_up_stride, col, n,
-                                    du);
-      } else {
-        float y[G];
-#pragma unroll
-        for (int e = 0; e < G; ++e) y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
-        store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, y);
-      }
+  int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+  ActInputs<K, kUnroll, kBackward> in;
+  if (kPrefetch && row < a.rows) in.load(a, row, first_col, col_step);
+  for (; row < a.rows; row += row_step) {
+    if constexpr (kPrefetch) {
+      ActInputs<K, kUnroll, kBackward> next;
+      if (row + row_step < a.rows) next.load(a, row + row_step, first_col, col_step);
+      act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
+      in = next;
+    } else {
+      in.load(a, row, first_col, col_step);
+      act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
     }
   }
   allow_dependent_grids();
