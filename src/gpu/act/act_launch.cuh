@@ -65,8 +65,7 @@ Status launch_act(const ActLaunch& l) {
     auto with_load = [&](auto load_tag) -> Status {
       return launch_act_kernel<ActTraits<kAct, T, decltype(load_tag)::value>>(l);
     };
-    if constexpr (sizeof(T) == 2) return dispatch_int<8, 4, 2, 1>(l.load, with_load);
-    else return dispatch_int<4, 2, 1>(l.load, with_load);
+    return dispatch_load_width<16 / static_cast<int>(sizeof(T))>(l.load, with_load);
   });
 }
 

@@ -135,10 +135,8 @@ Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& ar
             constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
             if constexpr (!std::is_void_v<Fp8>) {
               return dispatch_int<kGroup, 1>(load_width == kGroup ? kGroup : 1, with_load);
-            } else if constexpr (sizeof(TX) == 2) {
-              return dispatch_int<8, 4, 2, 1>(load_width, with_load);
             } else {
-              return dispatch_int<4, 2, 1>(load_width, with_load);
+              return dispatch_load_width<kGroup>(load_width, with_load);
             }
           }
         });
