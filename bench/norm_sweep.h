@@ -14,13 +14,28 @@
 namespace fusekit::bench {
 
 // The norm family's slots (ops.cc declares them in this order) and ops (OpSpec::variant).
-enum NormSlot { kNormX, kNormResidual, kNormOut, kNormResidualOut, kNormWeight, kNormBias };
+enum NormSlot {
+  kNormX,
+  kNormResidual,
+  kNormOut,
+  kNormResidualOut,
+  kNormWeight,
+  kNormBias,
+  kNormScale,  // storage of the fp8 forms' float32 scales
+};
 enum class NormOp {
   kRms,             // rms_norm(out, x, weight)
   kAddRms,          // fused_add_rms_norm_inplace(x, residual, weight)
   kAddRmsOop,       // fused_add_rms_norm(out, residual_out, x, residual, weight)
   kLayer,           // layer_norm(out, x, weight, bias)
   kAddLayer,        // fused_add_layer_norm_inplace(x, residual, weight, bias)
+  // fp8 (e4m3fn) out, a dynamic per-row or a static scale; the fused-add forms update residual
+  // in place (residual_out = residual).
+  kRmsFp8,          // rms_norm_quant_fp8(out, scale, x, weight)
+  kRmsFp8Static,    // rms_norm_quant_fp8_static(out, x, weight, scale)
+  kAddRmsFp8,       // fused_add_rms_norm_quant_fp8(out, scale, residual, x, residual, weight)
+  kAddRmsFp8Static, // fused_add_rms_norm_quant_fp8_static(out, residual, x, residual, weight,
+                    //                                    scale)
 };
 constexpr float kRmsEps = 1e-6f;
 constexpr float kLayerEps = 1e-5f;

@@ -21,12 +21,28 @@ int64_t norm_bytes(int64_t m, int64_t n, int64_t s) {
   return kRowTensors * m * n * s + kParams * n * s;
 }
 
+// The fp8 forms: bytes = x (plus the residual read and written back) + weight, the fp8 out (one
+// byte per element), and the scales (M dynamic ones, or the one static scale read).
+template <bool kAdd, bool kDynamic>
+int64_t norm_fp8_bytes(int64_t m, int64_t n, int64_t s) {
+  return (kAdd ? 3 : 1) * m * n * s + n * s + m * n + 4 * (kDynamic ? m : 1);
+}
+
 Status call_norm(const OpSpec& op, const OpArgs& a, Stream stream) {
   const TensorView& x = a.t[kNormX];
   const TensorView& res = a.t[kNormResidual];
   const TensorView& w = a.t[kNormWeight];
   const TensorView& b = a.t[kNormBias];
   const NormOptions none;
+  // The fp8 forms write e4m3fn codes into out's storage (an [M, N] fp8 view fits in the [M, N]
+  // slot) and their float32 scales into the scale slot: M of them, or one static scale read from
+  // it (random bits of the pool: finite, which is all a bandwidth measurement needs).
+  const TensorView& o = a.t[kNormOut];
+  const TensorView& sc = a.t[kNormScale];
+  const TensorView fp8 = TensorView::contiguous(o.data, DType::kFloat8E4M3FN, o.device, {a.m, a.n});
+  const TensorView rows = TensorView::contiguous(sc.data, DType::kFloat32, sc.device, {a.m});
+  const TensorView one = TensorView::contiguous(sc.data, DType::kFloat32, sc.device, {1});
+  const Fp8Format e4m3fn = Fp8Format::kE4M3FN;
   switch (static_cast<NormOp>(op.variant)) {
     case NormOp::kRms:
       return rms_norm(a.t[kNormOut], x, w, kRmsEps, 0.0f, none, stream);
@@ -39,6 +55,16 @@ Status call_norm(const OpSpec& op, const OpArgs& a, Stream stream) {
       return layer_norm(a.t[kNormOut], x, w, b, kLayerEps, none, stream);
     case NormOp::kAddLayer:
       return fused_add_layer_norm_inplace(x, res, w, b, kLayerEps, none, stream);
+    case NormOp::kRmsFp8:
+      return rms_norm_quant_fp8(fp8, rows, x, w, kRmsEps, e4m3fn, 0.0f, 0.0f, stream);
+    case NormOp::kRmsFp8Static:
+      return rms_norm_quant_fp8_static(fp8, x, w, one, kRmsEps, e4m3fn, 0.0f, stream);
+    case NormOp::kAddRmsFp8:
+      return fused_add_rms_norm_quant_fp8(fp8, rows, res, x, res, w, kRmsEps, e4m3fn, 0.0f, 0.0f,
+                                          stream);
+    case NormOp::kAddRmsFp8Static:
+      return fused_add_rms_norm_quant_fp8_static(fp8, res, x, res, w, one, kRmsEps, e4m3fn, 0.0f,
+                                                 stream);
   }
   return Status::invalid_argument("fusekit_bench: unknown norm op");
 }
@@ -48,9 +74,11 @@ FamilySpec norm_family() {
   f.section = "norm";
   // Order must match NormSlot.
   f.slots = {{"x", true, 1},           {"residual", true, 1}, {"out", true, 1},
-             {"residual_out", true, 1}, {"weight", false, 1}, {"bias", false, 1}};
+             {"residual_out", true, 1}, {"weight", false, 1}, {"bias", false, 1},
+             {"scale_storage", true, 1}};
   const uint32_t x = bit(kNormX), r = bit(kNormResidual), o = bit(kNormOut);
   const uint32_t ro = bit(kNormResidualOut), w = bit(kNormWeight), b = bit(kNormBias);
+  const uint32_t sc = bit(kNormScale);
   auto op = [&](const char* name, const char* shapes_name, uint32_t outs, uint32_t ins,
                 NormOp which, int64_t (*bytes)(int64_t, int64_t, int64_t)) {
     f.ops.push_back(OpSpec{name, shapes_name, outs | ins, ins, static_cast<int>(which), bytes,
@@ -65,6 +93,20 @@ FamilySpec norm_family() {
   op("layer_norm", "layer_norm", o, x | w | b, NormOp::kLayer, norm_bytes<2, 2>);
   op("fused_add_layer_norm", "fused_add_layer_norm", 0, x | r | w | b, NormOp::kAddLayer,
      norm_bytes<4, 2>);
+  // The fp8 forms, run on the same shapes as their plain op (no launch description or sweep).
+  auto fp8_op = [&](const char* name, const char* shapes_name, uint32_t outs, uint32_t ins,
+                    NormOp which, int64_t (*bytes)(int64_t, int64_t, int64_t)) {
+    f.ops.push_back(OpSpec{name, shapes_name, outs | ins, ins, static_cast<int>(which), bytes,
+                           call_norm, nullptr, nullptr});
+  };
+  fp8_op("rms_norm_quant_fp8", "rms_norm", o | sc, x | w, NormOp::kRmsFp8,
+         norm_fp8_bytes<false, true>);
+  fp8_op("rms_norm_quant_fp8_static", "rms_norm", o, x | w | sc, NormOp::kRmsFp8Static,
+         norm_fp8_bytes<false, false>);
+  fp8_op("fused_add_rms_norm_quant_fp8", "fused_add_rms_norm", o | sc, x | r | w,
+         NormOp::kAddRmsFp8, norm_fp8_bytes<true, true>);
+  fp8_op("fused_add_rms_norm_quant_fp8_static", "fused_add_rms_norm", o, x | r | w | sc,
+         NormOp::kAddRmsFp8Static, norm_fp8_bytes<true, false>);
   return f;
 }
 

@@ -22,6 +22,10 @@
 // fusekit::Activation registered under each name: {act}_and_mul on the fused [..., 2N] input,
 // {act}_and_mul_split on separate gate and up, their _quant_fp8 forms and their backward passes.
 // The fp8 format is an explicit string argument ("e4m3fn" or "e4m3fnuz"), never inferred.
+//
+// RMSNorm with an fp8 output (rms_norm_quant_fp8, fused_add_rms_norm_quant_fp8, with a dynamic
+// per-row scale or, in the _static forms, a one-element scale tensor the kernel reads) follows the
+// same conventions; its fused-add forms update residual in place, as fused_add_rms_norm_ does.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -134,6 +138,38 @@ Tensor residual_in(const Tensor& residual, std::optional<ScalarType> residual_dt
 
 float to_float(double v) { return static_cast<float>(v); }
 
+// ---- fp8 outputs ---------------------------------------------------------------------------
+// The format is a string ("e4m3fn" or "e4m3fnuz"), never inferred; out has its fp8 dtype.
+
+// t's shape with the last dimension replaced by `last` (rank 0 stays rank 0: the C++ check of t
+// reports it).
+std::vector<int64_t> with_last(const Tensor& t, int64_t last) {
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  if (!shape.empty()) shape.back() = last;
+  return shape;
+}
+
+int64_t last_dim(const Tensor& t) { return t.dim() > 0 ? t.size(t.dim() - 1) : 0; }
+
+Fp8Format fp8_format_of(const std::string& format, const std::string& op) {
+  if (format == "e4m3fn") return Fp8Format::kE4M3FN;
+  if (format == "e4m3fnuz") return Fp8Format::kE4M3FNUZ;
+  throw std::invalid_argument("invalid argument: " + op +
+                              ": format: expected \"e4m3fn\" or \"e4m3fnuz\" but got \"" + format +
+                              "\"");
+}
+
+ScalarType fp8_scalar_type(Fp8Format format) {
+  return format == Fp8Format::kE4M3FNUZ ? ScalarType::Float8_e4m3fnuz : ScalarType::Float8_e4m3fn;
+}
+
+// The float32 per-row scales of a quantized out (`like`: the tensor whose rows they are): [M], or
+// [..., 1] with keepdim.
+Tensor row_scales(const Tensor& like, bool keepdim) {
+  if (keepdim) return torch::stable::new_empty(like, with_last(like, 1), ScalarType::Float);
+  return empty_vector(like, rows_of(like), ScalarType::Float);
+}
+
 // ---- RMSNorm -------------------------------------------------------------------------------
 
 void rms_norm_out(Tensor out, Tensor x, Tensor weight, double eps, double weight_offset,
@@ -200,6 +236,95 @@ void fused_add_rms_norm_inplace(Tensor x, Tensor residual, Tensor weight, double
       view(x, op, "x"), view(residual, op, "residual"), view(weight, op, "weight"), to_float(eps),
       to_float(weight_offset), options(std::nullopt, std::nullopt, weight_after_cast, op),
       stream_of(x)));
+}
+
+// ---- RMSNorm with an fp8 output ------------------------------------------------------------
+// out: x's shape, the fp8 dtype of `format`. Dynamic forms: a float32 scale per row ([M], or
+// [..., 1] with scale_keepdim). Static forms: `scale` is a float32 tensor of one element ([] or
+// [1]) that the kernel reads. The fused-add forms update residual in place (residual <- x +
+// residual, the vLLM convention) and normalize that sum.
+
+void rms_norm_quant_fp8_out(Tensor out, Tensor scale, Tensor x, Tensor weight, double eps,
+                            std::string format, double weight_offset, double scale_upper_bound) {
+  const std::string op = "rms_norm_quant_fp8_out";
+  const char* o = op.c_str();
+  raise_if_error(fusekit::rms_norm_quant_fp8(
+      view(out, o, "out"), view(scale, o, "scale"), view(x, o, "x"), view(weight, o, "weight"),
+      to_float(eps), fp8_format_of(format, op), to_float(weight_offset),
+      to_float(scale_upper_bound), stream_of(x)));
+}
+
+std::tuple<Tensor, Tensor> rms_norm_quant_fp8(Tensor x, Tensor weight, double eps,
+                                              std::string format, double weight_offset,
+                                              double scale_upper_bound, bool scale_keepdim) {
+  const Fp8Format f = fp8_format_of(format, "rms_norm_quant_fp8");
+  Tensor out = empty_like_rows(x, fp8_scalar_type(f));
+  Tensor scale = row_scales(out, scale_keepdim);
+  rms_norm_quant_fp8_out(out, scale, x, weight, eps, format, weight_offset, scale_upper_bound);
+  return {out, scale};
+}
+
+void rms_norm_quant_fp8_static_out(Tensor out, Tensor x, Tensor weight, Tensor scale,
+                                   double eps, std::string format, double weight_offset) {
+  const std::string op = "rms_norm_quant_fp8_static_out";
+  const char* o = op.c_str();
+  raise_if_error(fusekit::rms_norm_quant_fp8_static(
+      view(out, o, "out"), view(x, o, "x"), view(weight, o, "weight"), view(scale, o, "scale"),
+      to_float(eps), fp8_format_of(format, op), to_float(weight_offset), stream_of(x)));
+}
+
+Tensor rms_norm_quant_fp8_static(Tensor x, Tensor weight, Tensor scale, double eps,
+                                 std::string format, double weight_offset) {
+  const Fp8Format f = fp8_format_of(format, "rms_norm_quant_fp8_static");
+  Tensor out = empty_like_rows(x, fp8_scalar_type(f));
+  rms_norm_quant_fp8_static_out(out, x, weight, scale, eps, format, weight_offset);
+  return out;
+}
+
+void fused_add_rms_norm_quant_fp8_out(Tensor out, Tensor scale, Tensor x, Tensor residual,
+                                      Tensor weight, double eps, std::string format,
+                                      double weight_offset, double scale_upper_bound) {
+  const std::string op = "fused_add_rms_norm_quant_fp8_out";
+  const char* o = op.c_str();
+  const TensorView r = view(residual, o, "residual");
+  raise_if_error(fusekit::fused_add_rms_norm_quant_fp8(
+      view(out, o, "out"), view(scale, o, "scale"), r, view(x, o, "x"), r,
+      view(weight, o, "weight"), to_float(eps), fp8_format_of(format, op),
+      to_float(weight_offset), to_float(scale_upper_bound), stream_of(x)));
+}
+
+std::tuple<Tensor, Tensor> fused_add_rms_norm_quant_fp8(Tensor x, Tensor residual, Tensor weight,
+                                                        double eps, std::string format,
+                                                        double weight_offset,
+                                                        double scale_upper_bound,
+                                                        bool scale_keepdim) {
+  const Fp8Format f = fp8_format_of(format, "fused_add_rms_norm_quant_fp8");
+  Tensor out = empty_like_rows(x, fp8_scalar_type(f));
+  Tensor scale = row_scales(out, scale_keepdim);
+  fused_add_rms_norm_quant_fp8_out(out, scale, x, residual, weight, eps, format, weight_offset,
+                                   scale_upper_bound);
+  return {out, scale};
+}
+
+void fused_add_rms_norm_quant_fp8_static_out(Tensor out, Tensor x, Tensor residual,
+                                             Tensor weight, Tensor scale, double eps,
+                                             std::string format, double weight_offset) {
+  const std::string op = "fused_add_rms_norm_quant_fp8_static_out";
+  const char* o = op.c_str();
+  const TensorView r = view(residual, o, "residual");
+  raise_if_error(fusekit::fused_add_rms_norm_quant_fp8_static(
+      view(out, o, "out"), r, view(x, o, "x"), r, view(weight, o, "weight"),
+      view(scale, o, "scale"), to_float(eps), fp8_format_of(format, op), to_float(weight_offset),
+      stream_of(x)));
+}
+
+Tensor fused_add_rms_norm_quant_fp8_static(Tensor x, Tensor residual, Tensor weight, Tensor scale,
+                                           double eps, std::string format, double weight_offset) {
+  const Fp8Format f = fp8_format_of(format, "fused_add_rms_norm_quant_fp8_static");
+  Tensor out = empty_like_rows(x, fp8_scalar_type(f));
+  fused_add_rms_norm_quant_fp8_static_out(out, x, residual, weight, scale, eps, format,
+                                          weight_offset);
+  return out;
 }
 
 // ---- LayerNorm -----------------------------------------------------------------------------
@@ -357,34 +482,6 @@ std::string act_op_name(Activation act, const char* suffix) {
   return std::string(activation_name(act)) + "_and_mul" + suffix;
 }
 
-// t's shape with the last dimension replaced by `last` (rank 0 stays rank 0: the C++ check of t
-// reports it).
-std::vector<int64_t> with_last(const Tensor& t, int64_t last) {
-  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-  if (!shape.empty()) shape.back() = last;
-  return shape;
-}
-
-int64_t last_dim(const Tensor& t) { return t.dim() > 0 ? t.size(t.dim() - 1) : 0; }
-
-Fp8Format fp8_format_of(const std::string& format, const std::string& op) {
-  if (format == "e4m3fn") return Fp8Format::kE4M3FN;
-  if (format == "e4m3fnuz") return Fp8Format::kE4M3FNUZ;
-  throw std::invalid_argument("invalid argument: " + op +
-                              ": format: expected \"e4m3fn\" or \"e4m3fnuz\" but got \"" + format +
-                              "\"");
-}
-
-ScalarType fp8_scalar_type(Fp8Format format) {
-  return format == Fp8Format::kE4M3FNUZ ? ScalarType::Float8_e4m3fnuz : ScalarType::Float8_e4m3fn;
-}
-
-// The float32 per-row scales of a quantized out (`like`: the tensor whose rows they are).
-Tensor act_scales(const Tensor& like, bool keepdim) {
-  if (keepdim) return torch::stable::new_empty(like, with_last(like, 1), ScalarType::Float);
-  return empty_vector(like, rows_of(like), ScalarType::Float);
-}
-
 template <Activation kAct>
 void act_and_mul_out(Tensor out, Tensor x) {
   const std::string op = act_op_name(kAct, "_out");
@@ -429,7 +526,7 @@ std::tuple<Tensor, Tensor> act_and_mul_quant_fp8(Tensor x, std::string format,
                                                  double scale_upper_bound, bool scale_keepdim) {
   const Fp8Format f = fp8_format_of(format, act_op_name(kAct, "_quant_fp8"));
   Tensor out = torch::stable::new_empty(x, with_last(x, last_dim(x) / 2), fp8_scalar_type(f));
-  Tensor scale = act_scales(out, scale_keepdim);
+  Tensor scale = row_scales(out, scale_keepdim);
   act_and_mul_quant_fp8_out<kAct>(out, scale, x, format, scale_upper_bound);
   return {out, scale};
 }
@@ -452,7 +549,7 @@ std::tuple<Tensor, Tensor> act_and_mul_split_quant_fp8(Tensor gate, Tensor up,
                                                        bool scale_keepdim) {
   const Fp8Format f = fp8_format_of(format, act_op_name(kAct, "_split_quant_fp8"));
   Tensor out = empty_like_rows(gate, fp8_scalar_type(f));
-  Tensor scale = act_scales(out, scale_keepdim);
+  Tensor scale = row_scales(out, scale_keepdim);
   act_and_mul_split_quant_fp8_out<kAct>(out, scale, gate, up, format, scale_upper_bound);
   return {out, scale};
 }
@@ -531,6 +628,15 @@ void register_kernels(Library& m) {
   m.impl("fused_add_rms_norm_with_rstd", TORCH_BOX(&fused_add_rms_norm_with_rstd));
   m.impl("fused_add_rms_norm_out", TORCH_BOX(&fused_add_rms_norm_out));
   m.impl("fused_add_rms_norm_", TORCH_BOX(&fused_add_rms_norm_inplace));
+  m.impl("rms_norm_quant_fp8", TORCH_BOX(&rms_norm_quant_fp8));
+  m.impl("rms_norm_quant_fp8_out", TORCH_BOX(&rms_norm_quant_fp8_out));
+  m.impl("rms_norm_quant_fp8_static", TORCH_BOX(&rms_norm_quant_fp8_static));
+  m.impl("rms_norm_quant_fp8_static_out", TORCH_BOX(&rms_norm_quant_fp8_static_out));
+  m.impl("fused_add_rms_norm_quant_fp8", TORCH_BOX(&fused_add_rms_norm_quant_fp8));
+  m.impl("fused_add_rms_norm_quant_fp8_out", TORCH_BOX(&fused_add_rms_norm_quant_fp8_out));
+  m.impl("fused_add_rms_norm_quant_fp8_static", TORCH_BOX(&fused_add_rms_norm_quant_fp8_static));
+  m.impl("fused_add_rms_norm_quant_fp8_static_out",
+         TORCH_BOX(&fused_add_rms_norm_quant_fp8_static_out));
   m.impl("layer_norm", TORCH_BOX(&layer_norm));
   m.impl("layer_norm_with_stats", TORCH_BOX(&layer_norm_with_stats));
   m.impl("layer_norm_out", TORCH_BOX(&layer_norm_out));
@@ -567,6 +673,27 @@ STABLE_TORCH_LIBRARY(fusekit, m) {
         "bool weight_after_cast=False, Tensor(c!)? rstd=None) -> ()");
   m.def("fused_add_rms_norm_(Tensor(a!) x, Tensor(b!) residual, Tensor weight, "
         "float eps=1e-6, float weight_offset=0.0, bool weight_after_cast=False) -> ()");
+  // RMSNorm with an fp8 output: see "RMSNorm with an fp8 output" above. The fused-add forms
+  // update residual in place.
+  m.def("rms_norm_quant_fp8(Tensor x, Tensor weight, float eps, str format, "
+        "float weight_offset=0.0, float scale_upper_bound=0.0, bool scale_keepdim=False) -> "
+        "(Tensor out, Tensor scale)");
+  m.def("rms_norm_quant_fp8_out(Tensor(a!) out, Tensor(b!) scale, Tensor x, Tensor weight, "
+        "float eps, str format, float weight_offset=0.0, float scale_upper_bound=0.0) -> ()");
+  m.def("rms_norm_quant_fp8_static(Tensor x, Tensor weight, Tensor scale, float eps, str format, "
+        "float weight_offset=0.0) -> Tensor");
+  m.def("rms_norm_quant_fp8_static_out(Tensor(a!) out, Tensor x, Tensor weight, Tensor scale, "
+        "float eps, str format, float weight_offset=0.0) -> ()");
+  m.def("fused_add_rms_norm_quant_fp8(Tensor x, Tensor(a!) residual, Tensor weight, float eps, "
+        "str format, float weight_offset=0.0, float scale_upper_bound=0.0, "
+        "bool scale_keepdim=False) -> (Tensor out, Tensor scale)");
+  m.def("fused_add_rms_norm_quant_fp8_out(Tensor(a!) out, Tensor(b!) scale, Tensor x, "
+        "Tensor(c!) residual, Tensor weight, float eps, str format, float weight_offset=0.0, "
+        "float scale_upper_bound=0.0) -> ()");
+  m.def("fused_add_rms_norm_quant_fp8_static(Tensor x, Tensor(a!) residual, Tensor weight, "
+        "Tensor scale, float eps, str format, float weight_offset=0.0) -> Tensor");
+  m.def("fused_add_rms_norm_quant_fp8_static_out(Tensor(a!) out, Tensor x, Tensor(b!) residual, "
+        "Tensor weight, Tensor scale, float eps, str format, float weight_offset=0.0) -> ()");
   m.def("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps=1e-5) -> Tensor");
   m.def("layer_norm_with_stats(Tensor x, Tensor? weight, Tensor? bias, float eps=1e-5) -> "
         "(Tensor out, Tensor mean, Tensor rstd)");

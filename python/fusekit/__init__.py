@@ -8,6 +8,7 @@ operators.
     norm = fusekit.RMSNorm(4096); norm.load_state_dict(hf_norm.state_dict())
     h = fusekit.silu_and_mul(gate_up)                               # [..., 2N] -> [..., N]
     q, scale = fusekit.silu_and_mul_quant_fp8(gate_up, format="e4m3fn")  # fp8 per token
+    q, scale = fusekit.fused_add_rms_norm_quant_fp8(x, residual, weight, format="e4m3fn")
 
 The compiled operators are also reachable as torch.ops.fusekit.* (schemas in torch/fusekit_ops.cc).
 Importing never fails: without a usable compiled library, or for devices and dtypes it has no
@@ -38,6 +39,12 @@ from .functional import (
     rms_norm,
 )
 from .modules import LayerNorm, RMSNorm
+from .quant import (
+    fused_add_rms_norm_quant_fp8,
+    fused_add_rms_norm_quant_fp8_static,
+    rms_norm_quant_fp8,
+    rms_norm_quant_fp8_static,
+)
 
 if _loader.STATE.loaded:
     from . import _registration
@@ -51,9 +58,10 @@ if _loader.STATE.loaded:
 
 from . import activation as _activation
 from . import functional as _functional
+from . import quant as _quant
 
-__all__ = ["__version__", "build_info", *_functional.__all__, *_activation.__all__, "RMSNorm",
-           "LayerNorm"]
+__all__ = ["__version__", "build_info", *_functional.__all__, *_quant.__all__,
+           *_activation.__all__, "RMSNorm", "LayerNorm"]
 
 
 def build_info() -> dict:

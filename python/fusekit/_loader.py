@@ -12,8 +12,9 @@ Environment, read once at import:
   FUSEKIT_DISABLE=1              never load the library: eager implementations everywhere
   FUSEKIT_DISABLE_OPS=a,b        eager implementations for these op families (rms_norm,
                                  fused_add_rms_norm, layer_norm, fused_add_layer_norm,
-                                 silu_and_mul, gelu_tanh_and_mul, gelu_and_mul, and their
-                                 fp8 forms silu_and_mul_quant_fp8, ...)
+                                 silu_and_mul, gelu_tanh_and_mul, gelu_and_mul, and the fp8
+                                 forms rms_norm_quant_fp8 and fused_add_rms_norm_quant_fp8
+                                 (static scales too), silu_and_mul_quant_fp8, ...)
   FUSEKIT_LIBRARY=/path/lib.so   load this library instead of the packaged one
 """
 
@@ -29,6 +30,7 @@ import torch
 LIBRARY_NAME = "libfusekit_torch.so"
 BUILD_INFO_NAME = "fusekit_build_info.json"
 OP_FAMILIES = ("rms_norm", "fused_add_rms_norm", "layer_norm", "fused_add_layer_norm",
+               "rms_norm_quant_fp8", "fused_add_rms_norm_quant_fp8",
                "silu_and_mul", "gelu_tanh_and_mul", "gelu_and_mul", "silu_and_mul_quant_fp8",
                "gelu_tanh_and_mul_quant_fp8", "gelu_and_mul_quant_fp8")
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -5,7 +5,9 @@ The fake implementations allocate exactly what the C++ operators do (torch/fusek
 outputs contiguous with x's shape, per-row statistics float32 [M], parameter gradients [N] in the
 parameter's dtype or [0] when not asked for. Mutating ops return nothing. The gated activations'
 outputs have the last dimension N (half of x's [..., 2N], or gate's), in the inputs' dtype or the
-fp8 dtype of the format, with float32 scales [M] or [..., 1].
+fp8 dtype of the format, with float32 scales [M] or [..., 1]. RMSNorm's fp8 forms return codes of
+x's shape (and, when dynamic, such scales); their fused-add forms mutate residual, which a fake
+implementation need not do.
 
 Autograd. The *_with_rstd / *_with_stats ops save their statistics (fusekit.functional uses them
 whenever a gradient is needed); the plain functional ops, when called directly through
@@ -13,7 +15,7 @@ torch.ops, recompute them in backward with one forward pass. Gradients of the fu
 and residual through grad_h (of residual_out, the normalized rows), cast to each one's dtype. The
 per-row statistics are not differentiable outputs. The gated activations differentiate through
 their C++ backward ops ({act}_and_mul_backward, {act}_and_mul_split_backward); their fp8 forms
-are not differentiable.
+are not differentiable, nor are RMSNorm's.
 """
 
 from __future__ import annotations
@@ -103,6 +105,44 @@ def _register_act_fakes(fake, act: str) -> None:
         return _like(gate), _like(gate)
 
 
+def _register_norm_fp8_fakes(fake) -> None:
+    @fake("fusekit::rms_norm_quant_fp8")
+    def _(x, weight, eps, format, weight_offset=0.0, scale_upper_bound=0.0, scale_keepdim=False):
+        out = _like(x, fp8_dtype("rms_norm_quant_fp8", format))
+        return out, _scales(out, scale_keepdim)
+
+    @fake("fusekit::rms_norm_quant_fp8_out")
+    def _(out, scale, x, weight, eps, format, weight_offset=0.0, scale_upper_bound=0.0):
+        return None
+
+    @fake("fusekit::rms_norm_quant_fp8_static")
+    def _(x, weight, scale, eps, format, weight_offset=0.0):
+        return _like(x, fp8_dtype("rms_norm_quant_fp8_static", format))
+
+    @fake("fusekit::rms_norm_quant_fp8_static_out")
+    def _(out, x, weight, scale, eps, format, weight_offset=0.0):
+        return None
+
+    @fake("fusekit::fused_add_rms_norm_quant_fp8")
+    def _(x, residual, weight, eps, format, weight_offset=0.0, scale_upper_bound=0.0,
+          scale_keepdim=False):
+        out = _like(x, fp8_dtype("fused_add_rms_norm_quant_fp8", format))
+        return out, _scales(out, scale_keepdim)
+
+    @fake("fusekit::fused_add_rms_norm_quant_fp8_out")
+    def _(out, scale, x, residual, weight, eps, format, weight_offset=0.0,
+          scale_upper_bound=0.0):
+        return None
+
+    @fake("fusekit::fused_add_rms_norm_quant_fp8_static")
+    def _(x, residual, weight, scale, eps, format, weight_offset=0.0):
+        return _like(x, fp8_dtype("fused_add_rms_norm_quant_fp8_static", format))
+
+    @fake("fusekit::fused_add_rms_norm_quant_fp8_static_out")
+    def _(out, x, residual, weight, scale, eps, format, weight_offset=0.0):
+        return None
+
+
 def _register_fakes() -> None:
     fake = torch.library.register_fake
 
@@ -136,6 +176,8 @@ def _register_fakes() -> None:
     @fake("fusekit::fused_add_rms_norm_")
     def _(x, residual, weight, eps=1e-6, weight_offset=0.0, weight_after_cast=False):
         return None
+
+    _register_norm_fp8_fakes(fake)
 
     @fake("fusekit::layer_norm")
     def _(x, weight, bias, eps=1e-5):

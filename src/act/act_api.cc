@@ -1,8 +1,6 @@
 // The public gated-activation entry points: validate every argument, describe the call as one
 // ActProblem (ActBackwardProblem), and hand it to the backend of the tensors' device. Nothing is
 // written unless every check has passed.
-#include <cmath>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,32 +27,6 @@ using detail::Rows;
 
 constexpr std::initializer_list<DType> kFloatDtypes = {DType::kFloat32, DType::kFloat16,
                                                        DType::kBFloat16};
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t d = 0; d < shape.size(); ++d) s << (d ? ", " : "") << shape[d];
-  s << "]";
-  return s.str();
-}
-
-// ref's shape with the last dimension replaced by `last`.
-std::vector<int64_t> with_last(const TensorView& ref, int64_t last) {
-  std::vector<int64_t> shape(ref.shape, ref.shape + ref.ndim);
-  shape.back() = last;
-  return shape;
-}
-
-Status expect_shape(const char* op, const char* arg, const TensorView& t,
-                    const std::vector<int64_t>& expected, const char* why) {
-  bool same = t.ndim == static_cast<int>(expected.size());
-  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == expected[static_cast<size_t>(d)];
-  if (!same) {
-    return detail::invalid(op, arg, "expected shape " + shape_string(expected) + " (" + why +
-                                        ") but got " + t.shape_string());
-  }
-  return Status();
-}
 
 Status expect_activation(const char* op, Activation act) {
   if (act == Activation::kSilu || act == Activation::kGeluTanh || act == Activation::kGelu) {
@@ -156,26 +128,15 @@ Status build_forward(const ForwardCall& c, ActProblem* p) {
   const char* in_name = c.x != nullptr ? "x" : "gate";
 
   if (c.quantize) {
-    if (c.format != Fp8Format::kE4M3FN && c.format != Fp8Format::kE4M3FNUZ) {
-      return detail::unsupported(op, "format", "expected e4m3fn or e4m3fnuz but got value " +
-                                                   std::to_string(static_cast<int>(c.format)));
-    }
-    if (std::isnan(c.scale_upper_bound) || c.scale_upper_bound < 0.0f) {
-      return detail::invalid(op, "scale_upper_bound",
-                             "expected 0 (no bound) or a value > 0 but got " +
-                                 std::to_string(c.scale_upper_bound));
-    }
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_fp8_format(op, c.format));
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_scale_upper_bound(op, c.scale_upper_bound));
   }
   FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "out", *c.out, &out));
   const std::string why = std::string(in_name) + "'s shape with last dimension N";
-  FUSEKIT_RETURN_IF_ERROR(expect_shape(op, "out", *c.out, with_last(*in, gate.cols), why.c_str()));
+  FUSEKIT_RETURN_IF_ERROR(
+      detail::expect_shape(op, "out", *c.out, detail::with_last(*in, gate.cols), why.c_str()));
   if (c.quantize) {
-    const DType want = fp8_format_dtype(c.format);
-    if (c.out->dtype != want) {
-      return detail::unsupported(op, "out", std::string("expected dtype ") + dtype_name(want) +
-                                                " (format " + fp8_format_name(c.format) +
-                                                ") but got " + dtype_name(c.out->dtype));
-    }
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_fp8_dtype(op, "out", c.out->dtype, c.format));
   } else if (c.out->dtype != in->dtype) {
     return detail::unsupported(op, "out", std::string("expected dtype ") + dtype_name(in->dtype) +
                                               " (" + in_name + "'s dtype) but got " +
@@ -185,29 +146,10 @@ Status build_forward(const ForwardCall& c, ActProblem* p) {
 
   std::vector<Operand> outputs = {{"out", out}};
   if (c.quantize) {
-    const TensorView& s = *c.scale;
-    if (!s.defined()) {
-      return detail::invalid(op, "scale", "expected a float32 tensor of " +
-                                              std::to_string(gate.rows) + " elements but got none");
-    }
-    const std::vector<int64_t> keepdim = with_last(*c.out, 1);
-    const bool flat = s.ndim == 1 && s.shape[0] == gate.rows;
-    if (!flat) {
-      FUSEKIT_RETURN_IF_ERROR(expect_shape(
-          op, "scale", s, keepdim,
-          ("one per row: [" + std::to_string(gate.rows) + "] or out's shape with last dimension 1")
-              .c_str()));
-    }
     Rows scale_rows;
-    FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "scale", s, &scale_rows));
-    // [..., 1]: one element per row, so the rows themselves must be contiguous.
-    if (scale_rows.cols == 1 && scale_rows.rows > 1 && scale_rows.row_stride != 1) {
-      return detail::invalid(op, "scale", "expected contiguous elements (row stride 1) but got "
-                                          "row stride " + std::to_string(scale_rows.row_stride));
-    }
-    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, "scale", s.dtype, {DType::kFloat32}));
-    FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, "scale", s, device, in_name));
-    outputs.push_back({"scale", Rows{s.data, DType::kFloat32, 1, gate.rows, gate.rows}});
+    FUSEKIT_RETURN_IF_ERROR(detail::as_row_scales(op, "scale", *c.scale, gate.rows, *c.out, device,
+                                                  in_name, &scale_rows));
+    outputs.push_back({"scale", scale_rows});
   }
   FUSEKIT_RETURN_IF_ERROR(expect_outputs_disjoint(op, inputs, outputs));
 
@@ -295,8 +237,8 @@ Status build_backward(const BackwardCall& c, ActBackwardProblem* p) {
   FUSEKIT_RETURN_IF_ERROR(
       float_rows(op, "grad_out", *c.grad_out, in->device, in_name, in, in_name, &grad_out));
   const std::string why = std::string(in_name) + "'s shape with last dimension N";
-  FUSEKIT_RETURN_IF_ERROR(
-      expect_shape(op, "grad_out", *c.grad_out, with_last(*in, gate.cols), why.c_str()));
+  FUSEKIT_RETURN_IF_ERROR(detail::expect_shape(op, "grad_out", *c.grad_out,
+                                               detail::with_last(*in, gate.cols), why.c_str()));
   inputs.push_back({"grad_out", grad_out});
   FUSEKIT_RETURN_IF_ERROR(expect_outputs_disjoint(op, inputs, outputs));
 

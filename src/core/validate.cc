@@ -163,4 +163,97 @@ Status expect_positive_eps(const char* op, float eps) {
   return Status();
 }
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t d = 0; d < shape.size(); ++d) s << (d ? ", " : "") << shape[d];
+  s << "]";
+  return s.str();
+}
+
+std::vector<int64_t> with_last(const TensorView& ref, int64_t last) {
+  std::vector<int64_t> shape(ref.shape, ref.shape + ref.ndim);
+  shape.back() = last;
+  return shape;
+}
+
+Status expect_shape(const char* op, const char* arg, const TensorView& t,
+                    const std::vector<int64_t>& expected, const char* why) {
+  bool same = t.ndim == static_cast<int>(expected.size());
+  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == expected[static_cast<size_t>(d)];
+  if (!same) {
+    return invalid(op, arg, "expected shape " + shape_string(expected) + " (" + why +
+                                ") but got " + t.shape_string());
+  }
+  return Status();
+}
+
+Status expect_fp8_format(const char* op, Fp8Format format) {
+  if (format == Fp8Format::kE4M3FN || format == Fp8Format::kE4M3FNUZ) return Status();
+  return unsupported(op, "format", "expected e4m3fn or e4m3fnuz but got value " +
+                                       std::to_string(static_cast<int>(format)));
+}
+
+Status expect_scale_upper_bound(const char* op, float bound) {
+  if (std::isnan(bound) || bound < 0.0f) {
+    return invalid(op, "scale_upper_bound",
+                   "expected 0 (no bound) or a value > 0 but got " + std::to_string(bound));
+  }
+  return Status();
+}
+
+Status expect_fp8_dtype(const char* op, const char* arg, DType actual, Fp8Format format) {
+  const DType want = fp8_format_dtype(format);
+  if (actual == want) return Status();
+  return unsupported(op, arg, std::string("expected dtype ") + dtype_name(want) + " (format " +
+                                  fp8_format_name(format) + ") but got " + dtype_name(actual));
+}
+
+Status as_row_scales(const char* op, const char* arg, const TensorView& scale, int64_t rows,
+                     const TensorView& out, const Device& device, const char* device_ref,
+                     Rows* scale_rows) {
+  if (!scale.defined()) {
+    return invalid(op, arg, "expected a float32 tensor of " + std::to_string(rows) +
+                                " elements but got none");
+  }
+  const bool flat = scale.ndim == 1 && scale.shape[0] == rows;
+  if (!flat) {
+    const std::string why =
+        "one per row: [" + std::to_string(rows) + "] or out's shape with last dimension 1";
+    FUSEKIT_RETURN_IF_ERROR(expect_shape(op, arg, scale, with_last(out, 1), why.c_str()));
+  }
+  Rows r;
+  FUSEKIT_RETURN_IF_ERROR(as_rows(op, arg, scale, &r));
+  // [..., 1]: one element per row, so the rows themselves must be contiguous.
+  if (r.cols == 1 && r.rows > 1 && r.row_stride != 1) {
+    return invalid(op, arg, "expected contiguous elements (row stride 1) but got row stride " +
+                                std::to_string(r.row_stride));
+  }
+  FUSEKIT_RETURN_IF_ERROR(expect_dtype_in(op, arg, scale.dtype, {DType::kFloat32}));
+  FUSEKIT_RETURN_IF_ERROR(expect_device(op, arg, scale, device, device_ref));
+  *scale_rows = Rows{scale.data, DType::kFloat32, 1, rows, rows};
+  return Status();
+}
+
+Status as_scalar_scale(const char* op, const char* arg, const TensorView& scale,
+                       const Device& device, const char* device_ref, Rows* scale_rows) {
+  if (!scale.defined()) {
+    return invalid(op, arg, "expected a float32 tensor of one element (shape [] or [1]) but got "
+                            "none");
+  }
+  if (!(scale.ndim == 0 || (scale.ndim == 1 && scale.shape[0] == 1))) {
+    return invalid(op, arg, "expected shape [] or [1] (one element) but got " +
+                                (scale.ndim > kMaxDims ? "rank " + std::to_string(scale.ndim)
+                                                       : scale.shape_string()));
+  }
+  if (scale.data == nullptr) {
+    return invalid(op, arg, "expected a non-null data pointer for shape " + scale.shape_string() +
+                                " but got nullptr");
+  }
+  FUSEKIT_RETURN_IF_ERROR(expect_dtype_in(op, arg, scale.dtype, {DType::kFloat32}));
+  FUSEKIT_RETURN_IF_ERROR(expect_device(op, arg, scale, device, device_ref));
+  *scale_rows = Rows{scale.data, DType::kFloat32, 1, 1, 1};
+  return Status();
+}
+
 }  // namespace fusekit::detail

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
+#include "fusekit/fp8.h"
 #include "fusekit/status.h"
 #include "fusekit/tensor.h"
 
@@ -57,5 +59,38 @@ Status expect_no_overlap(const char* op, const char* a_arg, const Rows& a, const
 
 // Fails unless `eps` is finite and > 0.
 Status expect_positive_eps(const char* op, float eps);
+
+// Shapes as the messages print them ("[4, 64]"), and `ref`'s shape with the last dimension
+// replaced by `last`.
+std::string shape_string(const std::vector<int64_t>& shape);
+std::vector<int64_t> with_last(const TensorView& ref, int64_t last);
+
+// Fails unless `t` has exactly the shape `expected`; `why` says where that shape comes from.
+Status expect_shape(const char* op, const char* arg, const TensorView& t,
+                    const std::vector<int64_t>& expected, const char* why);
+
+// ---- fp8 outputs (every op that writes fp8 codes with float32 scales) ----
+
+// Fails unless `format` is one of the Fp8Format values.
+Status expect_fp8_format(const char* op, Fp8Format format);
+
+// Fails unless `bound` is 0 (no bound) or > 0 (NaN and negative values fail).
+Status expect_scale_upper_bound(const char* op, float bound);
+
+// Fails unless `actual` is the fp8 dtype of `format`, naming both (the e4m3fn / e4m3fnuz mix-up
+// that would silently halve or double every value).
+Status expect_fp8_dtype(const char* op, const char* arg, DType actual, Fp8Format format);
+
+// A dynamic scale, one float32 per row of `out`: shape [rows] or out's shape with the last
+// dimension 1, elements contiguous, on `device`. Fills `scale_rows` (one row of `rows` elements)
+// for the overlap checks.
+Status as_row_scales(const char* op, const char* arg, const TensorView& scale, int64_t rows,
+                     const TensorView& out, const Device& device, const char* device_ref,
+                     Rows* scale_rows);
+
+// A static scale: one float32 element, shape [] or [1], on `device` (read by the op, so it may
+// live on the GPU and change between CUDA-graph replays). Fills `scale_rows` (one element).
+Status as_scalar_scale(const char* op, const char* arg, const TensorView& scale,
+                       const Device& device, const char* device_ref, Rows* scale_rows);
 
 }  // namespace fusekit::detail

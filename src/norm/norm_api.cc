@@ -30,6 +30,13 @@ struct NormCall {
   float eps;
   float weight_offset;
   const NormOptions* options;
+  // fp8 output (RMSNorm only): out holds codes of `format`; `scale` is the per-row output when
+  // `dynamic`, else the one-element input.
+  bool fp8 = false;
+  bool dynamic = false;
+  const TensorView* scale = nullptr;
+  Fp8Format format = Fp8Format::kE4M3FN;
+  float scale_upper_bound = 0.0f;
 };
 
 Status build_problem(const NormCall& c, NormProblem* p) {
@@ -38,6 +45,13 @@ Status build_problem(const NormCall& c, NormProblem* p) {
   if (!std::isfinite(c.weight_offset)) {
     return detail::invalid(op, "weight_offset", "expected a finite value but got " +
                                                     std::to_string(c.weight_offset));
+  }
+
+  if (c.fp8) {
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_fp8_format(op, c.format));
+    if (c.dynamic) {
+      FUSEKIT_RETURN_IF_ERROR(detail::expect_scale_upper_bound(op, c.scale_upper_bound));
+    }
   }
 
   Rows x, out, residual, residual_out;
@@ -49,7 +63,11 @@ Status build_problem(const NormCall& c, NormProblem* p) {
 
   FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "out", *c.out, &out));
   FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "out", *c.out, "x", *c.x));
-  FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, "out", c.out->dtype, {xt}));
+  if (c.fp8) {
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_fp8_dtype(op, "out", c.out->dtype, c.format));
+  } else {
+    FUSEKIT_RETURN_IF_ERROR(detail::expect_dtype_in(op, "out", c.out->dtype, {xt}));
+  }
   FUSEKIT_RETURN_IF_ERROR(detail::expect_device(op, "out", *c.out, device, "x"));
 
   if (c.add) {
@@ -107,13 +125,24 @@ Status build_problem(const NormCall& c, NormProblem* p) {
     stat_rows[i] = Rows{t.data, kF32, 1, x.rows, x.rows};
   }
 
+  // fp8 scale: the per-row output, or the one-element input.
+  Rows scale;
+  if (c.fp8) {
+    if (c.dynamic) {
+      FUSEKIT_RETURN_IF_ERROR(
+          detail::as_row_scales(op, "scale", *c.scale, x.rows, *c.out, device, "x", &scale));
+    } else {
+      FUSEKIT_RETURN_IF_ERROR(detail::as_scalar_scale(op, "scale", *c.scale, device, "x", &scale));
+    }
+  }
+
   // Aliasing: each output is disjoint from every other operand, except the in-place pairs
-  // out == x and residual_out == residual.
+  // out == x (not for an fp8 out) and residual_out == residual.
   struct Operand {
     const char* name;
     Rows rows;
   };
-  Operand operands[8];
+  Operand operands[10];
   int count = 0;
   operands[count++] = {"x", x};
   if (c.add) operands[count++] = {"residual", residual};
@@ -122,16 +151,18 @@ Status build_problem(const NormCall& c, NormProblem* p) {
       operands[count++] = {param_names[i], Rows{params[i]->data, params[i]->dtype, 1, n, n}};
     }
   }
+  if (c.fp8 && !c.dynamic) operands[count++] = {"scale", scale};
   const int inputs = count;
   operands[count++] = {"out", out};
   if (c.add) operands[count++] = {"residual_out", residual_out};
   for (int i = 0; i < 2; ++i) {
     if (stats[i]->defined()) operands[count++] = {stat_names[i], stat_rows[i]};
   }
+  if (c.fp8 && c.dynamic) operands[count++] = {"scale", scale};
   for (int a = inputs; a < count; ++a) {
     for (int b = 0; b < count; ++b) {
       if (a == b || (b >= inputs && b > a)) continue;  // each output pair once
-      const bool in_place = (std::strcmp(operands[a].name, "out") == 0 &&
+      const bool in_place = (!c.fp8 && std::strcmp(operands[a].name, "out") == 0 &&
                              std::strcmp(operands[b].name, "x") == 0) ||
                             (std::strcmp(operands[a].name, "residual_out") == 0 &&
                              std::strcmp(operands[b].name, "residual") == 0);
@@ -165,6 +196,13 @@ Status build_problem(const NormCall& c, NormProblem* p) {
   p->eps = c.eps;
   p->weight_offset = c.weight_offset;
   p->weight_after_cast = o.weight_after_cast;
+  if (c.fp8) {
+    p->out_fp8 = true;
+    p->out_fp8_format = c.format;
+    p->static_scale = c.dynamic ? nullptr : static_cast<const float*>(scale.data);
+    p->dynamic_scale = c.dynamic ? static_cast<float*>(scale.data) : nullptr;
+    p->scale_upper_bound = c.dynamic ? c.scale_upper_bound : 0.0f;
+  }
   p->device = device;
   return Status();
 }
@@ -175,6 +213,23 @@ Status run(const NormCall& call, Stream stream) {
   if (p.rows == 0) return Status();  // M == 0: nothing to do
   if (p.device.is_gpu()) return detail::run_norm_gpu(p, stream);
   return detail::run_norm_cpu(p);
+}
+
+// The fp8 forms: RMSNorm calls with an fp8 out and a dynamic (per-row output) or static scale.
+NormCall quant_call(const char* op, bool add, const TensorView* out,
+                    const TensorView* residual_out, const TensorView* x,
+                    const TensorView* residual, const TensorView* weight, float eps,
+                    float weight_offset, bool dynamic, const TensorView* scale, Fp8Format format,
+                    float scale_upper_bound) {
+  static const NormOptions kNoOptions;
+  NormCall c{op, NormKind::kRms, add, out, residual_out, x, residual, weight, nullptr, eps,
+             weight_offset, &kNoOptions};
+  c.fp8 = true;
+  c.dynamic = dynamic;
+  c.scale = scale;
+  c.format = format;
+  c.scale_upper_bound = scale_upper_bound;
+  return c;
 }
 
 }  // namespace
@@ -200,6 +255,42 @@ Status fused_add_rms_norm_inplace(const TensorView& x, const TensorView& residua
                                   const NormOptions& options, Stream stream) {
   return run({"fused_add_rms_norm_inplace", NormKind::kRms, true, &x, &residual, &x, &residual,
               &weight, nullptr, eps, weight_offset, &options},
+             stream);
+}
+
+Status rms_norm_quant_fp8(const TensorView& out, const TensorView& scale, const TensorView& x,
+                          const TensorView& weight, float eps, Fp8Format format,
+                          float weight_offset, float scale_upper_bound, Stream stream) {
+  return run(quant_call("rms_norm_quant_fp8", false, &out, nullptr, &x, nullptr, &weight, eps,
+                        weight_offset, true, &scale, format, scale_upper_bound),
+             stream);
+}
+
+Status rms_norm_quant_fp8_static(const TensorView& out, const TensorView& x,
+                                 const TensorView& weight, const TensorView& scale, float eps,
+                                 Fp8Format format, float weight_offset, Stream stream) {
+  return run(quant_call("rms_norm_quant_fp8_static", false, &out, nullptr, &x, nullptr, &weight,
+                        eps, weight_offset, false, &scale, format, 0.0f),
+             stream);
+}
+
+Status fused_add_rms_norm_quant_fp8(const TensorView& out, const TensorView& scale,
+                                    const TensorView& residual_out, const TensorView& x,
+                                    const TensorView& residual, const TensorView& weight,
+                                    float eps, Fp8Format format, float weight_offset,
+                                    float scale_upper_bound, Stream stream) {
+  return run(quant_call("fused_add_rms_norm_quant_fp8", true, &out, &residual_out, &x, &residual,
+                        &weight, eps, weight_offset, true, &scale, format, scale_upper_bound),
+             stream);
+}
+
+Status fused_add_rms_norm_quant_fp8_static(const TensorView& out, const TensorView& residual_out,
+                                           const TensorView& x, const TensorView& residual,
+                                           const TensorView& weight, const TensorView& scale,
+                                           float eps, Fp8Format format, float weight_offset,
+                                           Stream stream) {
+  return run(quant_call("fused_add_rms_norm_quant_fp8_static", true, &out, &residual_out, &x,
+                        &residual, &weight, eps, weight_offset, false, &scale, format, 0.0f),
              stream);
 }
 

@@ -55,7 +55,37 @@ def samples(device, gen):
         (ops.layer_norm_backward, (grad, xs, mean, rstd, ws, bs, None, True, True), {}),
         (ops.layer_norm_backward, (grad, h, mean, rstd, None, bs, torch.randn_like(h), False,
                                    True), {}),
-    ] + act_samples(t)
+    ] + norm_fp8_samples(t) + act_samples(t)
+
+
+def norm_fp8_samples(t):
+    """RMSNorm with an fp8 output: dynamic (both formats, [M] and [..., 1] scales, a bound) and
+    static (scale [1] and []) scales, the fused-add forms updating residual in place, out= forms.
+    Not differentiable: inputs do not require grad."""
+    m, n = 5, 96
+    x, w, r = t((m, n)), t((n,), mean=1.0), t((m, n), F32)
+    device = x.device
+    one, scalar = torch.tensor([0.05], device=device), torch.tensor(0.05, device=device)
+    fp8 = torch.empty((m, n), device=device, dtype=torch.float8_e4m3fn)
+    rows = torch.empty(m, device=device)
+    return [
+        (ops.rms_norm_quant_fp8, (x, w, 1e-6, "e4m3fn"), {}),
+        (ops.rms_norm_quant_fp8, (x.reshape(1, m, n), w.float(), 1e-5, "e4m3fnuz", 1.0, 0.01,
+                                  True), {}),
+        (ops.rms_norm_quant_fp8_out, (fp8, rows, x, w, 1e-6, "e4m3fn"),
+         {"scale_upper_bound": 0.5}),
+        (ops.rms_norm_quant_fp8_static, (x, w, one, 1e-6, "e4m3fn"), {}),
+        (ops.rms_norm_quant_fp8_static, (x, w, scalar, 1e-6, "e4m3fnuz", 1.0), {}),
+        (ops.rms_norm_quant_fp8_static_out, (fp8.clone(), x, w, one, 1e-6, "e4m3fn"), {}),
+        (ops.fused_add_rms_norm_quant_fp8, (x, r.clone(), w, 1e-6, "e4m3fn"), {}),
+        (ops.fused_add_rms_norm_quant_fp8, (x, x.clone(), w, 1e-6, "e4m3fnuz"),
+         {"scale_keepdim": True}),
+        (ops.fused_add_rms_norm_quant_fp8_out, (fp8.clone(), rows.clone(), x, r.clone(), w, 1e-6,
+                                                "e4m3fn"), {}),
+        (ops.fused_add_rms_norm_quant_fp8_static, (x, r.clone(), w, one, 1e-6, "e4m3fn"), {}),
+        (ops.fused_add_rms_norm_quant_fp8_static_out, (fp8.clone(), x, r.clone(), w, scalar,
+                                                       1e-6, "e4m3fn"), {}),
+    ]
 
 
 def act_samples(t):
@@ -95,7 +125,7 @@ def test_every_operator_is_checked(device, gen):
     checked = {op._qualified_op_name for op, _, _ in samples(device, gen)}
     registered = {name for name in torch._C._dispatch_get_all_op_names()
                   if name.startswith("fusekit::")}
-    assert len(registered) == 16 + 3 * 10  # norms, then 10 per gated activation
+    assert len(registered) == 16 + 8 + 3 * 10  # norms, their fp8 forms, 10 per activation
     assert registered <= checked, f"not opchecked: {sorted(registered - checked)}"
 
 
@@ -105,7 +135,7 @@ def test_every_operator_is_checked(device, gen):
 _ALL_BUT_SCHEMA = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 
 
-@pytest.mark.parametrize("index", range(22 + 3 * 12))
+@pytest.mark.parametrize("index", range(22 + 11 + 3 * 12))
 def test_opcheck(device, gen, index):
     op, args, kwargs = samples(device, gen)[index]
     fp8_out = any(isinstance(a, torch.Tensor) and a.dtype in FP8 for a in args[:1])
@@ -115,11 +145,30 @@ def test_opcheck(device, gen, index):
         torch.library.opcheck(op, args, kwargs)
 
 
+def written_arguments(op):
+    schema = op.default._schema
+    return [a.name for a in schema.arguments
+            if a.alias_info is not None and a.alias_info.is_write], schema
+
+
 def test_fp8_out_schemas_mark_their_outputs():
     for act in ("silu", "gelu_tanh", "gelu"):
         for form in ("quant_fp8_out", "split_quant_fp8_out"):
-            schema = getattr(ops, f"{act}_and_mul_{form}").default._schema
-            written = [a.name for a in schema.arguments
-                       if a.alias_info is not None and a.alias_info.is_write]
+            written, schema = written_arguments(getattr(ops, f"{act}_and_mul_{form}"))
             assert written == ["out", "scale"], (schema, written)
             assert not schema.returns
+    for name, expected in (("rms_norm_quant_fp8_out", ["out", "scale"]),
+                           ("rms_norm_quant_fp8_static_out", ["out"]),
+                           ("fused_add_rms_norm_quant_fp8_out", ["out", "scale", "residual"]),
+                           ("fused_add_rms_norm_quant_fp8_static_out", ["out", "residual"])):
+        written, schema = written_arguments(getattr(ops, name))
+        assert written == expected, (schema, written)
+        assert not schema.returns
+
+
+def test_fused_add_fp8_schemas_mark_the_residual():
+    # The functional fused-add fp8 forms update residual in place: declared, so that
+    # torch.compile functionalizes the mutation.
+    for name in ("fused_add_rms_norm_quant_fp8", "fused_add_rms_norm_quant_fp8_static"):
+        written, schema = written_arguments(getattr(ops, name))
+        assert written == ["residual"], (schema, written)

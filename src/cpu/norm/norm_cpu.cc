@@ -5,10 +5,16 @@
 // LayerNorm), so CPU and GPU results agree to rounding. Sums use eight interleaved float
 // accumulators combined in a fixed order: vectorizable, and deterministic for a given N. Rows are
 // independent, so they are split across OpenMP threads when OpenMP is available.
+//
+// fp8 output: y is formed by exactly the float32 operations that give the plain output (one
+// function, y_of, serves both), then quantized with the helpers of core/fp8.h, so the codes and
+// scales are those of quantizing the plain op's float32 values.
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "core/fp8.h"
 #include "norm/norm_problem.h"
 
 namespace fusekit::detail {
@@ -23,12 +29,35 @@ inline float sum_fixed_order(const float* acc) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// Row `row` of an fp8 out: codes of y (the row's float32 values, saturated to float32's range
+// here in place), with the row's dynamic scale or the static scale's reciprocal.
+template <class F>
+void quantize_row(const NormProblem& p, int64_t row, float* y, float static_inverse) {
+  const int64_t n = p.cols;
+  float max_abs = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] = saturate_to_float_range(y[j]);
+    max_abs = max_abs_accumulate(max_abs, y[j]);
+  }
+  float inverse = static_inverse;
+  if (p.dynamic_scale != nullptr) {
+    const float scale = fp8_row_scale<F>(max_abs, p.scale_upper_bound);
+    p.dynamic_scale[row] = scale;
+    inverse = fp8_inverse_scale(scale);
+  }
+  uint8_t* out = static_cast<uint8_t*>(p.out) + row * p.out_stride;
+  for (int64_t j = 0; j < n; ++j) out[j] = fp8_quantize<F>(y[j], inverse);
+}
+
 template <typename TX, typename TW, typename TR>
 void norm_rows(const NormProblem& p) {
   const int64_t n = p.cols;
   const bool layer = p.kind == NormKind::kLayer;
   const auto* weight = static_cast<const TW*>(p.weight);
   const auto* bias = static_cast<const TW*>(p.bias);
+  // A static fp8 scale: one reciprocal per call (read here, on the host, for CPU tensors).
+  const float static_inverse =
+      p.out_fp8 && p.static_scale != nullptr ? fp8_inverse_scale(*p.static_scale) : 0.0f;
 
 #if defined(_OPENMP)
 #pragma omp parallel if (p.rows > 1 && p.rows * n >= kParallelMinElements)
@@ -40,7 +69,6 @@ void norm_rows(const NormProblem& p) {
 #endif
     for (int64_t row = 0; row < p.rows; ++row) {
       const TX* x = static_cast<const TX*>(p.x) + row * p.x_stride;
-      TX* out = static_cast<TX*>(p.out) + row * p.out_stride;
       if (p.add_residual) {
         const TR* r = static_cast<const TR*>(p.residual) + row * p.residual_stride;
         TR* r_out = static_cast<TR*>(p.residual_out) + row * p.residual_out_stride;
@@ -68,12 +96,22 @@ void norm_rows(const NormProblem& p) {
       }
       const float rstd = 1.0f / std::sqrt(sum_fixed_order(acc) / static_cast<float>(n) + p.eps);
 
-      for (int64_t j = 0; j < n; ++j) {
+      // y, the float32 value of element j that the output is rounded (or quantized) from.
+      const auto y_of = [&](int64_t j) {
         float v = (h[j] - mean) * rstd;
         if (p.weight_after_cast) v = to_float(from_float<TX>(v));
         if (weight != nullptr) v *= to_float(weight[j]) + p.weight_offset;
         if (bias != nullptr) v += to_float(bias[j]);
-        out[j] = from_float<TX>(v);
+        return v;
+      };
+      if (p.out_fp8) {
+        for (int64_t j = 0; j < n; ++j) h[j] = y_of(j);  // y_of(j) reads h[j] alone
+        dispatch_fp8_format(p.out_fp8_format, [&](auto format_tag) {
+          quantize_row<decltype(format_tag)>(p, row, h.data(), static_inverse);
+        });
+      } else {
+        TX* out = static_cast<TX*>(p.out) + row * p.out_stride;
+        for (int64_t j = 0; j < n; ++j) out[j] = from_float<TX>(y_of(j));
       }
       if (p.rstd != nullptr) p.rstd[row] = rstd;
       if (p.mean != nullptr) p.mean[row] = mean;
