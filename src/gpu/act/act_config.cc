@@ -41,7 +41,9 @@ std::string ActElementwiseConfig::to_string() const {
 
 std::string ActQuantConfig::to_string() const {
   std::ostringstream s;
-  s << "quant(threads=" << block_threads << ",items=" << items << ",grid=" << grid << ")";
+  s << "quant(threads=" << block_threads << ",items=" << items << ",grid=" << grid;
+  if (cluster_blocks > 1) s << ",cluster=" << cluster_blocks;
+  s << ")";
   return s.str();
 }
 
@@ -69,6 +71,23 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape) {
 ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   ActQuantConfig c;
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  // Fewer rows than SMs: one block per row would leave most SMs idle and put a whole row's math
+  // on one, so split rows over a cluster when the row needs at least two blocks at the fewest
+  // items per thread that keep it within the portable cluster size.
+  const int cluster_limit = std::min(shape.max_cluster_blocks, kActQuantMaxClusterBlocks);
+  if (cluster_limit > 1 && shape.rows < shape.sm_count) {
+    for (int items = 1; items <= 4; items *= 2) {
+      const int64_t blocks = ceil_div(groups, int64_t{kActQuantClusterThreads} * items);
+      if (blocks < 2) break;
+      if (blocks <= cluster_limit) {
+        c.block_threads = kActQuantClusterThreads;
+        c.items = items;
+        c.cluster_blocks = static_cast<int>(blocks);
+        c.grid = shape.rows * blocks;
+        return c;
+      }
+    }
+  }
   // The fewest items per thread that fit the row in 512 threads (1024 for the longest rows that
   // still fit in registers): short dependent chains, few warps to reduce over.
   int items = 1;

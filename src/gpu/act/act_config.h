@@ -28,10 +28,16 @@ struct ActElementwiseConfig {
 // block's threads keeps `items` groups of y in registers between the row's max and its write
 // (one read of the inputs); items == 0 is the two-pass path for rows too long for that (the
 // inputs are read twice, the second time mostly from L2).
+//
+// Cluster path (cluster_blocks > 1; fewer rows than SMs, on GPUs with thread-block clusters): each
+// row is split over cluster_blocks blocks of kActQuantClusterThreads threads, `items` (1, 2 or 4)
+// groups per thread, so that a decode step's math runs on several SMs; grid = rows *
+// cluster_blocks.
 struct ActQuantConfig {
   int block_threads = 256;
   int items = 1;  // 1, 2, 4, 8, or 0: two passes
   int64_t grid = 1;
+  int cluster_blocks = 1;
   std::string to_string() const;
 };
 
@@ -42,10 +48,13 @@ struct ActShape {
   int warp_size = 32;
   int sm_count = 132;
   int max_threads_per_sm = 2048;
+  int max_cluster_blocks = 1;  // 1: no clusters
 };
 
 constexpr int kActMaxQuantItems = 8;
 constexpr int kActMaxBlockThreads = 1024;
+constexpr int kActQuantClusterThreads = 256;  // act_kernel.cuh's kQuantClusterThreads
+constexpr int kActQuantMaxClusterBlocks = 8;  // the portable cluster size
 
 ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape);
 ActQuantConfig choose_act_quant_config(const ActShape& shape);

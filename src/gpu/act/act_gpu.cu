@@ -28,11 +28,13 @@ Status run(ActLaunch& l, Activation act, int device) {
   shape.warp_size = info.warp_size;
   shape.sm_count = info.sm_count;
   shape.max_threads_per_sm = info.max_threads_per_sm;
+  shape.max_cluster_blocks = info.max_cluster_blocks;
   if (l.kind == ActKernelKind::kQuantFp8) {
     l.quant = choose_act_quant_config(shape);
+    l.args.cluster_blocks = l.quant.cluster_blocks;
     // The registers path holds kQuantItems groups per thread; longer rows take two passes.
     const int64_t groups = (shape.cols + shape.group_elems - 1) / shape.group_elems;
-    if (l.quant.items != 0 &&
+    if (l.quant.cluster_blocks <= 1 && l.quant.items != 0 &&
         groups > static_cast<int64_t>(l.quant.block_threads) * kQuantItems) {
       l.quant.items = 0;
     }

@@ -11,8 +11,11 @@
 // group per thread and spread a row over as many blocks as it has groups / 256, so a decode step
 // is one short dependent chain per thread.
 //
-// The quantized op needs the row's max |y| before it can write anything, so act_quant_kernel
-// gives each row a block: every thread computes y for up to kQuantItems groups, keeps it in
+// The quantized op needs the row's max |y| before it can write anything. Small batches (fewer
+// rows than SMs) on GPUs with thread-block clusters split each row over the blocks of a cluster
+// (act_quant_cluster_kernel): each block holds its slice of y in registers, and the blocks'
+// maxima meet through distributed shared memory, so a decode step spreads its math over several
+// SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y for up to kQuantItems groups, keeps it in
 // registers through the block-wide max, then scales, converts and writes, reading the inputs
 // once. Rows longer than kQuantItems groups per thread of a 1024-thread block take the two-pass
 // variant (max first, then recompute y and write), reading the inputs twice, the second time
@@ -54,6 +57,7 @@ struct ActKernelArgs {
   int64_t rows;
   int64_t cols;
   float scale_upper_bound;
+  int cluster_blocks;  // quantized, cluster path: blocks per row
 };
 
 template <Activation kAct_, typename T_, int kLoad_>
@@ -67,6 +71,7 @@ struct ActTraits {
 constexpr int kActElementwiseThreads = 256;
 constexpr int kQuantItems = 4;          // registers path: groups of y per thread
 constexpr int kQuantMaxThreads = 1024;
+constexpr int kQuantClusterThreads = 256;  // cluster path: threads per block
 
 // One thread's inputs for one row: kUnroll groups of gate and up (and grad_out for backward).
 template <class K, int kUnroll, bool kBackward>
@@ -245,6 +250,67 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
       }
     }
     allow_dependent_grids();
+  }
+}
+
+// Dynamic per-row fp8 quantization with each row split over the a.cluster_blocks blocks of a
+// cluster: block r takes groups r * T * kItems + t + i * T (T threads, i < kItems) of the row and
+// keeps their y in registers; lane l of every warp reads block l's maximum from its shared memory
+// after a cluster barrier, and a warp max leaves the row's max in every thread. A last barrier
+// keeps each block's shared memory alive until the others have read it.
+template <class K, class Format, int kWarp, int kItems>
+__global__ void __launch_bounds__(kQuantClusterThreads) act_quant_cluster_kernel(ActKernelArgs a) {
+  if constexpr (!warp_size_compiled<kWarp>() || !clusters_compiled()) {
+    return;
+  } else {
+    using T = typename K::T;
+    constexpr int G = K::kGroup;
+    __shared__ float scratch[kQuantClusterThreads / kWarp];
+    __shared__ float block_max;
+    const int blocks = a.cluster_blocks;
+    const unsigned rank = cluster_block_rank();
+    const int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
+    wait_for_prior_grids();
+    const int64_t n = a.cols;
+    const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
+    const int64_t first_col =
+        (static_cast<int64_t>(rank) * blockDim.x * kItems + threadIdx.x) * G;
+    const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
+    const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
+    float y[kItems][G];
+    float max_abs = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int64_t col = first_col + i * col_step;
+      if (col < n) {
+        quant_group_values<K>(gate, up, col, n, y[i]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < G; ++e) y[i][e] = 0.0f;
+      }
+#pragma unroll
+      for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[i][e]);
+    }
+    max_abs = block_reduce<kWarp, kQuantClusterThreads / kWarp>(max_abs, scratch, NanMax{});
+    if (threadIdx.x == 0) block_max = max_abs;
+    cluster_barrier();
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    max_abs = lane < blocks ? cluster_read(&block_max, static_cast<unsigned>(lane)) : 0.0f;
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      max_abs = NanMax{}(max_abs, shfl_xor<kWarp>(max_abs, offset));
+    }
+    const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+    const float inverse = detail::fp8_inverse_scale(scale);
+    uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int64_t col = first_col + i * col_step;
+      if (col < n) quant_group_store<K, Format>(out, col, n, y[i], inverse);
+    }
+    if (rank == 0 && threadIdx.x == 0) a.scale[row] = scale;
+    allow_dependent_grids();
+    cluster_barrier();
   }
 }
 

@@ -37,6 +37,15 @@ Status launch_act_kernel(const ActLaunch& l) {
       using F = decltype(format_tag);
       return dispatch_warp(l.warp_size, [&](auto warp_tag) {
         constexpr int kWarp = decltype(warp_tag)::value;
+        if (l.quant.cluster_blocks > 1) {
+          const int blocks = l.quant.cluster_blocks;
+          const dim3 grid(static_cast<unsigned>(l.args.rows * blocks));
+          const dim3 block(static_cast<unsigned>(kQuantClusterThreads));
+          return dispatch_int<1, 2, 4>(l.quant.items, [&](auto items_tag) {
+            return launch_clustered(act_quant_cluster_kernel<K, F, kWarp, decltype(items_tag)::value>,
+                                    grid, block, 0, l.stream, l.pdl, blocks, l.args);
+          });
+        }
         auto kernel = l.quant.items == 0 ? act_quant_kernel<K, F, kWarp, true>
                                          : act_quant_kernel<K, F, kWarp, false>;
         return launch(kernel, dim3(static_cast<unsigned>(l.quant.grid)),
