@@ -25,7 +25,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 ActShape device_shape(int which) {
   ActShape s;
   switch (which) {
-    case 0: s.sm_count = 132; break;
+    case 0: s.sm_count = 132; s.max_cluster_blocks = 16; break;
     case 1: s.sm_count = 108; break;
     case 2: s.sm_count = 304; s.warp_size = 64; break;
     default: s.sm_count = 40; s.max_threads_per_sm = 1024; break;
@@ -69,6 +69,18 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           ASSERT_LE(q.block_threads, kActMaxBlockThreads);
           ASSERT_EQ(q.block_threads % s.warp_size, 0);
           ASSERT_TRUE(q.items == 0 || (is_pow2(q.items) && q.items <= kActMaxQuantItems));
+          if (q.cluster_blocks > 1) {  // a row over a cluster's blocks, small batches only
+            ASSERT_LT(m, s.sm_count);
+            ASSERT_LE(q.cluster_blocks, std::min(s.max_cluster_blocks, kActQuantMaxClusterBlocks));
+            ASSERT_EQ(q.block_threads, kActQuantClusterThreads);
+            ASSERT_LE(q.items, 4);
+            const int64_t per_block = static_cast<int64_t>(q.block_threads) * q.items;
+            ASSERT_GE(q.cluster_blocks * per_block, groups);        // the row is covered
+            ASSERT_LT((q.cluster_blocks - 1) * per_block, groups);  // and no block is idle
+            ASSERT_EQ(q.grid, m * q.cluster_blocks);
+            continue;
+          }
+          ASSERT_EQ(q.cluster_blocks, 1);
           if (q.items > 0) {
             ASSERT_GE(static_cast<int64_t>(q.block_threads) * q.items, groups);  // row in registers
           } else {
@@ -81,6 +93,27 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
       }
     }
   }
+}
+
+TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
+  ActShape s = device_shape(0);  // H100
+  s.cols = 14336;                // bf16: 1792 groups
+  s.rows = 1;
+  ActQuantConfig q = choose_act_quant_config(s);
+  EXPECT_EQ(q.cluster_blocks, 7) << q.to_string();
+  EXPECT_EQ(q.items, 1);
+  s.rows = 32;
+  EXPECT_EQ(choose_act_quant_config(s).grid, 32 * 7);
+  s.cols = 28672;  // 3584 groups: two per thread keep the cluster within 8 blocks
+  s.rows = 1;
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.cluster_blocks, 7) << q.to_string();
+  EXPECT_EQ(q.items, 2);
+  s.rows = 132;  // a block per row fills the GPU
+  EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
+  s.rows = 1;
+  s.max_cluster_blocks = 1;  // no clusters (HIP, before sm_90)
+  EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
 }
 
 TEST(ActConfig, HugeBatchesStayWithinGridLimits) {
@@ -119,9 +152,9 @@ TEST(ActConfig, LargeBatchTakesTheBandwidthShape) {
     SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
     EXPECT_EQ(e.unroll, 4);
     EXPECT_EQ(e.grid_x, 2);  // 1792 groups = 2 blocks x 256 threads x 4 groups (rounded up)
-    // About two waves of resident 256-thread blocks (132 SMs x 8), looping over the rows.
-    EXPECT_LE(e.grid_x * e.grid_y, 132 * 8 * 2 + e.grid_x);
-    EXPECT_GE(e.grid_x * e.grid_y, 132 * 8 * 2);
+    // One wave at the kernel's two 256-thread blocks per SM, looping over the rows.
+    EXPECT_LE(e.grid_x * e.grid_y, 132 * 2 + e.grid_x);
+    EXPECT_GE(e.grid_x * e.grid_y, 132 * 2);
     EXPECT_LT(e.grid_y, m);
   }
 }
@@ -140,6 +173,7 @@ TEST(ActConfig, ShortRowsShareBlocks) {
 
 TEST(ActConfig, QuantKeepsRowsInRegistersUntilTheyDoNotFit) {
   ActShape s = device_shape(0);
+  s.max_cluster_blocks = 1;  // the one-block-per-row path (DecodeSteps... covers clusters)
   s.rows = 64;
   s.cols = 4096;  // 512 groups: one per thread of 512
   ActQuantConfig q = choose_act_quant_config(s);

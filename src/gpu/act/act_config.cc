@@ -75,7 +75,7 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   // on one, so split rows over a cluster when the row needs at least two blocks at the fewest
   // items per thread that keep it within the portable cluster size.
   const int cluster_limit = std::min(shape.max_cluster_blocks, kActQuantMaxClusterBlocks);
-  if (cluster_limit > 1 && shape.rows < shape.sm_count) {
+  if (cluster_limit > 1 && shape.rows >= 1 && shape.rows < shape.sm_count) {
     for (int items = 1; items <= 4; items *= 2) {
       const int64_t blocks = ceil_div(groups, int64_t{kActQuantClusterThreads} * items);
       if (blocks < 2) break;
