@@ -228,7 +228,7 @@ def test_gpu_agrees_with_cpu(gen, format, dtype):
     w = randn((n,), dtype, "cpu", gen, mean=1.0)
     results = {}
     for device in ("cpu", "cuda"):
-        rd = r.to(device)
+        rd = r.clone().to(device)  # updated in place: each backend gets its own copy
         q, s = fusekit.fused_add_rms_norm_quant_fp8(x.to(device), rd, w.to(device),
                                                     format=format)
         qs = fusekit.rms_norm_quant_fp8_static(x.to(device), w.to(device),

@@ -156,7 +156,7 @@ FUSEKIT_DEVICE void output_values(const NormKernelArgs& a, const float (&h)[K::k
   for (int e = 0; e < K::kGroup; ++e) {
     float v = (h[e] - mean) * rstd;
     if (a.weight_after_cast) v = round_to<typename K::TX>(v);
-    y[e] = v * w[e] + b[e];
+    y[e] = K::kLayer ? v * w[e] + b[e] : v * w[e];  // RMSNorm: no + 0 that would turn -0 to +0
   }
 }
 
