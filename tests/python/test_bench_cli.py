@@ -87,7 +87,7 @@ def check_row(row: dict, device: str, impls=("fusekit", "eager", "compile")) -> 
                 positive(result, "graph_us")
         if row["op"].endswith("_fp8"):  # decoded values: one fp8 step can exceed 0.5
             assert result["within_tolerance"] is True, (name, result)
-            assert result["fp8_max_steps_vs_eager"] <= 1.001, (name, result)
+            assert result["fp8_max_steps_vs_eager"] <= 2.001, (name, result)
         else:
             assert result["max_abs_diff_vs_eager"] < 0.5, (name, result)
             assert "within_tolerance" not in result, (name, result)
@@ -238,7 +238,7 @@ def test_fp8_codes_off_eager_fail_the_run(tmp_path):
     assert "MISMATCH [1]" in proc.stdout and "outside the tolerance" in proc.stdout
 
 
-def test_fp8_compare_allows_one_step():
+def test_fp8_compare_allows_two_steps():
     from fusekit.bench import baselines
 
     spec = baselines.OPS["silu_and_mul_quant_fp8"]
@@ -248,11 +248,16 @@ def test_fp8_compare_allows_one_step():
     nonzero = (bits & 0x7F) > 0
     # Magnitude one code down (codes of a sign are ordered like their magnitudes).
     one_down = torch.where(nonzero, bits - 1, bits).to(torch.uint8).view(torch.float8_e4m3fn)
-    two_down = torch.where((bits & 0x7F) > 1, bits - 2, bits).to(torch.uint8)
+    # Two codes down within a binade (mantissa >= 2), where the grid's step is uniform; three
+    # codes down anywhere.
+    two_down = torch.where((bits & 0x07) >= 2, bits - 2, bits).to(torch.uint8)
+    three_down = torch.where((bits & 0x7F) > 2, bits - 3, bits).to(torch.uint8)
     check = spec.compare((one_down, scale), spec.reference((q, scale), 8))
     assert check["within_tolerance"] and 0.99 < check["fp8_max_steps_vs_eager"] <= 1.0, check
     check = spec.compare((two_down.view(torch.float8_e4m3fn), scale), (q, scale))
-    assert not check["within_tolerance"] and check["fp8_max_steps_vs_eager"] > 1.5, check
+    assert check["within_tolerance"] and check["fp8_max_steps_vs_eager"] <= 2.0, check
+    check = spec.compare((three_down.view(torch.float8_e4m3fn), scale), (q, scale))
+    assert not check["within_tolerance"] and check["fp8_max_steps_vs_eager"] > 2.5, check
     check = spec.compare((q, scale * 1.01), (q, scale))
     assert not check["within_tolerance"], check
     assert spec.compare(spec.fusekit_fn()(x), (q, scale))["within_tolerance"]

@@ -218,8 +218,10 @@ class ActSpec(OpSpec):
     def compare(self, got, want):
         """For the fp8 forms, the decoded values (codes * scale) are compared, and each code is
         measured in steps of the e4m3fn grid at eager's scale: within tolerance when no value is
-        more than one step from eager's (a product an ulp or two apart can round to the next
-        code) and the scales agree to 1e-3."""
+        more than two steps from eager's and the scales agree to 1e-3. One step: a product an ulp
+        or two apart can round to the next code. The second: PyTorch's gelu(approximate="tanh")
+        computes 1 + tanh(z), which cancels for gates below about -3, so eager's own value is a
+        few percent off there and can land a code further away."""
         if not self.fp8:
             return super().compare(got, want)
         q, scale = _outputs(got)
@@ -237,7 +239,7 @@ class ActSpec(OpSpec):
         return {"max_abs_diff_vs_eager": (decoded - decoded_want).abs().max().item(),
                 "fp8_max_steps_vs_eager": steps,
                 "scale_max_rel_diff_vs_eager": scale_diff,
-                "within_tolerance": bool(steps <= 1.0 + 1e-3 and scale_diff <= 1e-3)}
+                "within_tolerance": bool(steps <= 2.0 + 1e-3 and scale_diff <= 1e-3)}
 
 
 OPS = {spec.name: spec for spec in (
