@@ -33,6 +33,7 @@ one byte per output element plus a float32 scale per row).
 
 from __future__ import annotations
 
+import abc
 import functools
 import importlib.util
 import os
@@ -120,7 +121,7 @@ def _itemsize(dtype: torch.dtype) -> int:
 
 
 @dataclass(frozen=True)
-class OpSpec:
+class OpSpec(abc.ABC):
     """One op: its name (fusekit's functional name), the eager formula, and the function of
     seed_triton.py that computes it, if the seeds have one. Subclasses are the families."""
 
@@ -135,15 +136,17 @@ class OpSpec:
         """The name under which the family's section of shapes.json lists the op."""
         return self.name
 
+    @abc.abstractmethod
     def make_args(self, m: int, n: int, dtype: torch.dtype, device: str) -> tuple:
-        raise NotImplementedError
+        """Defined by each family."""
 
+    @abc.abstractmethod
     def bytes(self, m: int, n: int, dtype: torch.dtype) -> int:
-        raise NotImplementedError
+        """Defined by each family."""
 
+    @abc.abstractmethod
     def kernel_args(self, args: tuple) -> tuple:
         """(x, params, residual dtype): what fusekit's fallback check looks at."""
-        raise NotImplementedError
 
     def fusekit_fn(self) -> Callable:
         import fusekit
