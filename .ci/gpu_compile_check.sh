@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Compile check of the GPU sources as HIP (no AMD GPU needed): builds only the `fusekit` library
 # target for gfx90a (CDNA, wave64) and gfx1030 (RDNA, wave32) with Debian's ROCm packages, then
-# reads the AMDGPU metadata of the device code objects to check that the norm kernels exist for
-# the warp size of each target (dispatch_warp instantiates kWarp = 32 and 64 on HIP) and to report
-# registers / LDS / scratch / spills.
+# reads the AMDGPU metadata of the device code objects to check that the warp-dependent kernels
+# (norm, norm backward, fp8 activation) exist for the warp size of each target (dispatch_warp
+# instantiates kWarp = 32 and 64 on HIP) and to report registers / LDS / scratch / spills.
 #
 #   .ci/gpu_compile_check.sh            # from anywhere; builds in <repo>/build/ci-hip
 #
@@ -92,19 +92,58 @@ for obj in "${objects[@]}"; do
       }' >>"$table"
   done
 done
-# Demangle, and pull out the kernel path and NormTraits' last two arguments (kLoad, kWarp).
+# Demangle, and pull out each kernel's path and its kWarp / kLoad template arguments. Where those
+# sit in each warp-dependent kernel's template list (1-based; the kernels' declarations):
+#   NormTraits<kKind, kAdd, TX, TW, TR, kLoad, kWarp, Fp8>          (norm registers/staged kernels)
+#   norm_backward_rows_kernel<TG, TH, TW, kGroup, kLoad, kWarp>
+#   act_quant_kernel<K, Format, kWarp, kTwoPass>, act_quant_cluster_kernel<K, Format, kWarp, kItems>
+# Other kernels (elementwise, column reductions) do not depend on the warp size: kWarp 0.
+# A kernel of a listed family whose kWarp is not 32 or 64 fails the check (a changed signature).
 cut -f10 "$table" | "$llvm_bin/llvm-cxxfilt" >"$work/names.txt"
 # kernels.txt: arch, path, kWarp, kLoad, vgpr, agpr, sgpr, vgpr_spill, sgpr_spill, scratch, lds,
 # wave, demangled name
-paste "$table" "$work/names.txt" | awk -F'\t' -v OFS='\t' '{
-    d = $11; path = "other"
+paste "$table" "$work/names.txt" | awk -F'\t' -v OFS='\t' '
+  # Top-level template arguments of the first "name<...>" in d, into args[1..n]; returns n.
+  function template_args(d, name, args,    i, c, depth, n, cur) {
+    i = index(d, name "<"); if (!i) return 0
+    depth = 0; n = 0; cur = ""
+    for (i += length(name) + 1; i <= length(d); i++) {
+      c = substr(d, i, 1)
+      if (depth == 0 && (c == "," || c == ">")) {
+        sub(/^ +/, "", cur); args[++n] = cur; cur = ""
+        if (c == ">") return n
+        continue
+      }
+      if (c == "<" || c == "(") depth++
+      if (c == ">" || c == ")") depth--
+      cur = cur c
+    }
+    return 0
+  }
+  {
+    d = $11; path = "other"; family = ""; warp = 0; load = 0
     if (d ~ /norm_staged_kernel/) path = "staged"
     if (d ~ /norm_registers_kernel/) path = "registers"
-    warp = 0; load = 0
-    if (match(d, /, [0-9]+, [0-9]+> ?>\(/)) {
-      split(substr(d, RSTART + 2, RLENGTH), n, /[,>]/); load = n[1] + 0; warp = n[2] + 0
-    }
-    print $1, path, warp, load, $2, $3, $4, $5, $6, $7, $8, $9, d }' >"$work/kernels.txt"
+    if (d ~ /norm_backward_rows_kernel/) path = "backward"
+    if (d ~ /act_quant_kernel/) path = "act-quant"
+    # Thread-block cluster kernels (CUDA sm_90+) are empty where clusters_compiled() is false,
+    # HIP included, and never launched there: not counted as native kernels below.
+    if (d ~ /(norm|act_quant)_cluster_kernel/) path = "cluster"
+    if (template_args(d, "NormTraits", a) >= 7) { family = "NormTraits"; load = a[6]; warp = a[7] }
+    else if (path == "staged" || path == "registers") family = "NormTraits"
+    if (path == "backward") {
+      family = path; if (template_args(d, "norm_backward_rows_kernel", a) >= 6) {
+        load = a[5]; warp = a[6] } }
+    if (d ~ /act_quant(_cluster)?_kernel/) {
+      family = "act-quant"; n = template_args(d, "act_quant_kernel", a)
+      if (!n) n = template_args(d, "act_quant_cluster_kernel", a)
+      if (n >= 3) warp = a[3] }
+    if (family != "" && warp != 32 && warp != 64) {
+      printf "kWarp of a %s kernel not found in its name: %s\n", family, d > "/dev/stderr"
+      bad = 1 }
+    print $1, path, warp + 0, load + 0, $2, $3, $4, $5, $6, $7, $8, $9, d }
+  END { exit bad }' >"$work/kernels.txt" ||
+  { echo "FAIL: kWarp unreadable for some kernels (positions: the comment above this awk)"; exit 1; }
 
 echo "== device code of ${with_kernels[*]} (per target; 'native': kWarp = the target's wavefront size)"
 status=0
@@ -124,10 +163,11 @@ for arch in "${arch_list[@]}"; do
     -v a="$arch" '
     $1 == a { wave = $12; n[$3]++; v = $5 + $6
               if ($3 != $12 && v == 0) stub++
-              if ($3 == $12) { nat++; if (v == 0) empty++; if (v > vm) vm = v; if ($7 > sm) sm = $7
-                               if ($10 > sc) sc = $10; if ($11 > ld) ld = $11
-                               if ($8 > 0) vsp++; if ($9 > 0) ssp++
-                               if ($2 == "staged" && $11 > sl) sl = $11 } }
+              if ($3 == $12 && $2 != "cluster") {
+                nat++; if (v == 0) empty++; if (v > vm) vm = v; if ($7 > sm) sm = $7
+                if ($10 > sc) sc = $10; if ($11 > ld) ld = $11
+                if ($8 > 0) vsp++; if ($9 > 0) ssp++
+                if ($2 == "staged" && $11 > sl) sl = $11 } }
     END { printf "%d %d %d %d %d %d %d %d %d %d %d %d %d\n", wave, n[32], n[64], nat, vm, sm, sc, ld,
                  vsp, ssp, sl, stub, empty }' \
     "$work/kernels.txt")
@@ -136,6 +176,11 @@ for arch in "${arch_list[@]}"; do
   if ((native == 0)); then
     echo "   FAIL: no kernels for $arch's wavefront size ($wave)"; status=1
   fi
+  # Each warp-dependent family built at all needs kernels of this target's wavefront size.
+  while read -r family; do
+    echo "   FAIL: no $family kernels for $arch's wavefront size ($wave)"; status=1
+  done < <(awk -F'\t' -v a="$arch" '$1 == a && $3 != 0 && $2 != "cluster" { any[$2] = 1; if ($3 == $12) nat[$2] = 1 }
+             END { for (p in any) if (!(p in nat)) print p }' "$work/kernels.txt")
   if ((empty > 0)); then
     echo "   FAIL: $empty kernels for $arch's wavefront size compiled to empty stubs"; status=1
   fi
@@ -153,7 +198,7 @@ done
 # Resource usage of the largest registers-path and staged kernels per target (native warp size).
 echo "== heaviest native kernels (VGPR+AGPR / SGPR / spills v,s / scratch B per lane / static LDS B)"
 for arch in "${arch_list[@]}"; do
-  for path in registers staged; do
+  for path in registers staged act-quant; do
     # (no `sort | head` here: head's early exit would fail the pipeline under pipefail)
     awk -F'\t' -v a="$arch" -v p="$path" '
       $1 == a && $2 == p && $3 == $12 {
@@ -161,13 +206,14 @@ for arch in "${arch_list[@]}"; do
         if (!found || k > best) { best = k; found = 1; line = $0 } }
       END { if (!found) exit
         split(line, f, "\t"); d = f[13]; sub(/^void fusekit::gpu::/, "", d)
-        gsub(/fusekit::(gpu|detail)::/, "", d); sub(/\(NormKernelArgs\)$/, "", d)
+        gsub(/fusekit::(gpu|detail)::/, "", d); sub(/\((Norm|Act)KernelArgs\)$/, "", d)
         sub(/\(NormKind\)0/, "Rms", d); sub(/\(NormKind\)1/, "Layer", d)
         printf "   %-8s %-9s %3d+%-3d %3d  %d,%d  %5d  %5d  %s\n", f[1], f[2], f[5], f[6], f[7], f[8],
                f[9], f[10], f[11], d }' "$work/kernels.txt"
   done
 done
 echo "   (stubs: copies for the other warp size, empty by platform.h's warp_size_compiled;"
+echo "   cluster kernels (CUDA sm_90+ only, empty by clusters_compiled) are not counted;"
 echo "   maxScratch: bytes of private memory per lane; LDS: static bytes per block, dynamic not"
 echo "   included; spills: kernels spilling VGPRs (to scratch memory) / SGPRs (to VGPR lanes)."
 echo "   Full table: $work/kernels.txt)"
