@@ -8,6 +8,7 @@
 #include "gpu/common/access.h"
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
+#include "gpu/common/launch_math.h"
 #include "gpu/norm/norm_backward_kernel.cuh"
 #include "gpu/platform.h"
 #include "norm/norm_backward_problem.h"
@@ -32,12 +33,6 @@ struct BackwardLaunch {
   bool sums_in_smem = false;
   size_t smem = 0;  // dynamic shared memory, bytes
 };
-
-int64_t next_pow2(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
 
 int group_elems(const NormBackwardProblem& p) {
   return 16 / static_cast<int>(dtype_size(p.grad_out_dtype));

@@ -5,16 +5,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "gpu/common/launch_math.h"
+
 namespace fusekit::gpu {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int next_pow2(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
 
 // 16-byte groups per SM above which a batch takes the bandwidth shape: measured on an H100, four
 // groups per thread win from M = 256 at N = 4096 and lose at M = 1 and 32 (NOTES.md).
@@ -106,8 +100,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const bool fills_gpu =
         shape.rows * groups > static_cast<int64_t>(shape.sm_count) * kFullSmGroups;
     const int items = fills_gpu ? std::max(fewest, most) : fewest;
-    make_norm_config(shape, NormConfig::Path::kRegisters, next_pow2(ceil_div(groups, items)),
-                     items, &c);
+    make_norm_config(shape, NormConfig::Path::kRegisters,
+                     static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large
