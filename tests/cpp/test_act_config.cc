@@ -1,8 +1,8 @@
 // The gated-activation launch heuristic (plain C++, no GPU needed): every configuration it picks
-// covers each row with no idle blocks, stays within the hardware's grid and block limits for any
-// N and any M (the grid-stride loops take the rows beyond them), gives a small batch the
-// latency shape (one 16-byte group per thread, the row spread over blocks) and a large one the
-// bandwidth shape (four groups per thread, one wave of blocks looping over the rows).
+// covers each row with no idle threads or blocks, stays within the hardware's grid and block
+// limits for any N and any M (the grid-stride loops take the rows beyond them), gives a small
+// batch the latency shape (one 16-byte group per thread, the row spread over blocks) and a large
+// one the bandwidth shape (four groups per thread, one wave of blocks looping over the rows).
 #include "gpu/act/act_config.h"
 
 #include <algorithm>
@@ -15,7 +15,6 @@ namespace fusekit::gpu {
 namespace {
 
 constexpr int64_t kMaxGridX = 2147483647;
-constexpr int64_t kMaxGridY = 65535;
 
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -48,20 +47,18 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           const ActElementwiseConfig e = choose_act_elementwise_config(s);
           SCOPED_TRACE("device=" + std::to_string(device) + " n=" + std::to_string(n) +
                        " m=" + std::to_string(m) + " " + e.to_string());
-          ASSERT_TRUE(e.unroll == 1 || e.unroll == 2 || e.unroll == 4);
-          ASSERT_TRUE(is_pow2(e.threads_x));
-          ASSERT_GE(e.threads_x, s.warp_size);
-          ASSERT_GE(e.threads_y, 1);
-          ASSERT_LE(e.threads_x * e.threads_y, kActMaxBlockThreads);
-          ASSERT_EQ((e.threads_x * e.threads_y) % s.warp_size, 0);
-          const int64_t per_block_x = static_cast<int64_t>(e.threads_x) * e.unroll;
-          ASSERT_GE(e.grid_x * per_block_x, groups);          // the row is covered
-          ASSERT_LT((e.grid_x - 1) * per_block_x, groups);    // and no block along it is idle
-          ASSERT_GE(e.grid_x, 1);
-          ASSERT_LE(e.grid_x, kMaxGridX);
-          ASSERT_GE(e.grid_y, 1);
-          ASSERT_LE(e.grid_y, kMaxGridY);
-          if (m > 0) ASSERT_LE((e.grid_y - 1) * e.threads_y, m - 1);  // no idle row of blocks
+          ASSERT_TRUE(act_elementwise_row_fits(s));
+          ASSERT_TRUE(e.unroll == 1 || e.unroll == 4);
+          ASSERT_LE(e.block_threads, kActMaxBlockThreads);
+          ASSERT_EQ(e.block_threads % s.warp_size, 0);
+          // Every thread of a row has a group, and the row's threads cover it.
+          ASSERT_EQ(e.threads_per_row, ceil_div(groups, e.unroll));
+          ASSERT_GE(e.rows_per_pass, 1);
+          ASSERT_LE(e.rows_per_pass, std::max<int64_t>(m, 1));
+          ASSERT_EQ(e.active_threads, e.rows_per_pass * e.threads_per_row);
+          ASSERT_LT(e.active_threads, int64_t{1} << 31);  // the kernel's 32-bit slots
+          ASSERT_EQ(e.grid, ceil_div(e.active_threads, e.block_threads));  // no idle block
+          ASSERT_LE(e.grid, kMaxGridX);
 
           const ActQuantConfig q = choose_act_quant_config(s);
           SCOPED_TRACE(q.to_string());
@@ -121,12 +118,20 @@ TEST(ActConfig, HugeBatchesStayWithinGridLimits) {
   s.cols = 14336;
   s.rows = int64_t{1} << 45;
   const ActElementwiseConfig e = choose_act_elementwise_config(s);
-  EXPECT_LE(e.grid_y, kMaxGridY);
-  EXPECT_LE(e.grid_x * e.grid_y, int64_t{132} * 2 + e.grid_x);  // one wave loops over rows
+  EXPECT_LE(e.active_threads, int64_t{132} * 2 * 256);  // one wave loops over the rows
   const ActQuantConfig q = choose_act_quant_config(s);
   EXPECT_EQ(q.grid, kMaxGridX);
-  s.cols = 1;  // one element per row: rows of many blocks' worth still need grid_y <= 65535
-  EXPECT_LE(choose_act_elementwise_config(s).grid_y, kMaxGridY);
+  s.cols = 1;  // one element per row
+  EXPECT_LE(choose_act_elementwise_config(s).active_threads, int64_t{132} * 2 * 256);
+}
+
+TEST(ActConfig, RowsTooLongForThirtyTwoBitSlotsAreRefused) {
+  ActShape s = device_shape(0);
+  s.rows = 1;
+  s.cols = kActMaxThreadsPerRow * 4 * 8;  // bf16: the longest row the kernels take
+  EXPECT_TRUE(act_elementwise_row_fits(s));
+  s.cols += 1;
+  EXPECT_FALSE(act_elementwise_row_fits(s));
 }
 
 TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
@@ -137,25 +142,29 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
     const ActElementwiseConfig e = choose_act_elementwise_config(s);
     SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
     EXPECT_EQ(e.unroll, 1);
-    EXPECT_EQ(e.threads_x, 256);
-    EXPECT_EQ(e.grid_x, 7);  // the row over 7 blocks, one group per thread
-    EXPECT_EQ(e.grid_y, m);  // a row of blocks per row: nothing loops
+    EXPECT_EQ(e.threads_per_row, 1792);  // one group per thread
+    EXPECT_EQ(e.rows_per_pass, m);       // every row at once: nothing loops
+    EXPECT_EQ(e.grid, 7 * m);            // the row over 7 blocks
   }
 }
 
 TEST(ActConfig, LargeBatchTakesTheBandwidthShape) {
   for (int64_t m : {4096, 65536, 1000000}) {
-    ActShape s = device_shape(0);
-    s.cols = 14336;
-    s.rows = m;
-    const ActElementwiseConfig e = choose_act_elementwise_config(s);
-    SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
-    EXPECT_EQ(e.unroll, 4);
-    EXPECT_EQ(e.grid_x, 2);  // 1792 groups = 2 blocks x 256 threads x 4 groups (rounded up)
-    // One wave at the kernel's two 256-thread blocks per SM, looping over the rows.
-    EXPECT_LE(e.grid_x * e.grid_y, 132 * 2 + e.grid_x);
-    EXPECT_GE(e.grid_x * e.grid_y, 132 * 2);
-    EXPECT_LT(e.grid_y, m);
+    for (int64_t n : {14336, 11008, 5120}) {
+      ActShape s = device_shape(0);
+      s.cols = n;
+      s.rows = m;
+      const ActElementwiseConfig e = choose_act_elementwise_config(s);
+      SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " " + e.to_string());
+      EXPECT_EQ(e.unroll, 4);
+      EXPECT_EQ(e.threads_per_row, ceil_div(n / 8, 4));
+      // One wave at the kernel's two 256-thread blocks per SM, looping over the rows, and
+      // whatever N, short of that wave by less than a row's threads (a 2D grid of power-of-two
+      // blocks left a third of the threads of N = 11008 without work).
+      EXPECT_LE(e.active_threads, 132 * 2 * 256);
+      EXPECT_GT(e.active_threads, 132 * 2 * 256 - e.threads_per_row);
+      EXPECT_LT(e.rows_per_pass, m);
+    }
   }
 }
 
@@ -164,11 +173,11 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   s.cols = 64;  // 8 groups of bf16
   s.rows = 1000;
   const ActElementwiseConfig e = choose_act_elementwise_config(s);
-  EXPECT_EQ(e.threads_x, 32);  // one warp along the row
-  EXPECT_EQ(e.threads_y, 8);   // eight rows per block
-  EXPECT_EQ(e.grid_x, 1);
-  s.warp_size = 64;
-  EXPECT_EQ(choose_act_elementwise_config(s).threads_x, 64);
+  EXPECT_EQ(e.threads_per_row, 8);
+  EXPECT_EQ(e.rows_per_pass, 1000);
+  EXPECT_EQ(e.grid, 32);  // 8000 threads: 32 rows per block, the last block part full
+  s.rows = 100000;                         // enough to fill the GPU: four groups per thread
+  EXPECT_EQ(choose_act_elementwise_config(s).threads_per_row, 2);
 }
 
 TEST(ActConfig, QuantKeepsRowsInRegistersUntilTheyDoNotFit) {

@@ -5,37 +5,33 @@
 #include <algorithm>
 #include <sstream>
 
+#include "gpu/common/launch_math.h"
+
 namespace fusekit::gpu {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int64_t next_pow2(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
-constexpr int kBlockThreads = 256;
-constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGrid = 2147483647;
 // Small batches: up to two waves of 256-thread blocks at full occupancy.
 constexpr int kWavesOfBlocks = 2;
-// Large batches (four groups per thread): one wave at the forward kernel's occupancy, two
-// 256-thread blocks per SM (ptxas: ~92 registers per thread), so that every thread walks many rows
-// and its prefetch of the next row's inputs keeps the memory system busy (act_kernel.cuh).
-constexpr int kFullBatchBlocksPerSm = 2;
+// Large batches (four groups per thread): one wave at the kernel's occupancy,
+// kActElementwiseBlocksPerSm blocks per SM (its launch bound), so that every thread walks many
+// rows and its prefetch of the next row's inputs keeps the memory system busy (act_kernel.cuh).
 // 16-byte groups per SM beyond which a batch counts as filling the GPU and takes four groups per
 // thread (more bytes in flight per thread, fewer blocks); below it one group per thread spreads
 // a small batch over as many SMs as possible for latency.
 constexpr int64_t kFullSmGroups = 2048;
 
+int64_t row_groups(const ActShape& shape) {
+  return ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+}
+
 }  // namespace
 
 std::string ActElementwiseConfig::to_string() const {
   std::ostringstream s;
-  s << "elementwise(block=" << threads_x << "x" << threads_y << ",unroll=" << unroll
-    << ",grid=" << grid_x << "x" << grid_y << ")";
+  s << "elementwise(block=" << block_threads << ",unroll=" << unroll
+    << ",threads_per_row=" << threads_per_row << ",rows_per_pass=" << rows_per_pass
+    << ",grid=" << grid << ")";
   return s.str();
 }
 
@@ -47,30 +43,33 @@ std::string ActQuantConfig::to_string() const {
   return s.str();
 }
 
+bool act_elementwise_row_fits(const ActShape& shape) {
+  return ceil_div(row_groups(shape), 4) <= kActMaxThreadsPerRow;
+}
+
 ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape) {
   ActElementwiseConfig c;
-  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
-  const bool fills_gpu = shape.rows * groups > shape.sm_count * kFullSmGroups;
+  const int64_t groups = row_groups(shape);
+  const int64_t rows = std::max<int64_t>(shape.rows, 1);
+  const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups ||
+                         groups > kActMaxThreadsPerRow;
   c.unroll = fills_gpu ? 4 : 1;
-  // Threads along a row: enough to cover it in few blocks, at least a warp, at most a block.
-  const int64_t per_row = next_pow2(ceil_div(groups, c.unroll));
-  c.threads_x = static_cast<int>(std::clamp<int64_t>(per_row, shape.warp_size, kBlockThreads));
-  c.threads_y = kBlockThreads / c.threads_x;  // short rows: several per block
-  c.grid_x = ceil_div(groups, static_cast<int64_t>(c.threads_x) * c.unroll);
-  const int64_t row_blocks = ceil_div(shape.rows, c.threads_y);
-  const int64_t blocks_wanted =
-      fills_gpu ? static_cast<int64_t>(shape.sm_count) * kFullBatchBlocksPerSm
-                : static_cast<int64_t>(shape.sm_count) * (shape.max_threads_per_sm / kBlockThreads) *
-                      kWavesOfBlocks;
-  const int64_t wanted_y = std::max<int64_t>(1, ceil_div(blocks_wanted, c.grid_x));
-  c.grid_y = std::min({row_blocks, wanted_y, kMaxGridY});
-  c.grid_y = std::max<int64_t>(c.grid_y, 1);
+  c.block_threads = kActElementwiseThreads;
+  c.threads_per_row = ceil_div(groups, c.unroll);
+  // Threads wanted in all: one resident wave for large batches (the rows loop), up to two waves
+  // at full occupancy for small ones (then nothing loops).
+  const int64_t threads_wanted =
+      fills_gpu ? int64_t{shape.sm_count} * kActElementwiseBlocksPerSm * kActElementwiseThreads
+                : int64_t{shape.sm_count} * shape.max_threads_per_sm * kWavesOfBlocks;
+  c.rows_per_pass = std::clamp<int64_t>(threads_wanted / c.threads_per_row, 1, rows);
+  c.active_threads = c.rows_per_pass * c.threads_per_row;
+  c.grid = ceil_div(c.active_threads, c.block_threads);
   return c;
 }
 
 ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   ActQuantConfig c;
-  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  const int64_t groups = row_groups(shape);
   // Fewer rows than SMs: one block per row would leave most SMs idle and put a whole row's math
   // on one, so split rows over a cluster when the row needs at least two blocks at the fewest
   // items per thread that keep it within the portable cluster size.

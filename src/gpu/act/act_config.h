@@ -11,16 +11,19 @@
 
 namespace fusekit::gpu {
 
-// Elementwise kernels (act_and_mul, backward): a 2D grid. Block (threads_x, threads_y); thread
-// x of a block handles `unroll` 16-byte groups of a row, threads_x * unroll apart from each
-// other's start; grid_x blocks cover the row's groups; grid_y blocks of threads_y rows each
-// stride over the rows.
+// Elementwise kernels (act_and_mul, backward): a 1D grid of block_threads-thread blocks over a
+// flat space of (row, thread of the row) slots. A row has threads_per_row = ceil(groups / unroll)
+// threads; thread t of a row handles the 16-byte groups t, t + threads_per_row, ... (`unroll` of
+// them). The grid holds rows_per_pass rows' worth of threads (active_threads; the few threads of
+// the last block past it exit) and loops over the rows, rows_per_pass apart. A row's threads may
+// span blocks and a block may hold parts of several rows, so no thread idles whatever N is.
 struct ActElementwiseConfig {
-  int threads_x = 256;
-  int threads_y = 1;
-  int unroll = 1;  // 1, 2 or 4
-  int64_t grid_x = 1;
-  int64_t grid_y = 1;
+  int block_threads = 256;
+  int unroll = 1;  // 1 or 4
+  int64_t threads_per_row = 1;
+  int64_t rows_per_pass = 1;
+  int64_t active_threads = 1;  // rows_per_pass * threads_per_row, < 2^31
+  int64_t grid = 1;            // ceil(active_threads / block_threads)
   std::string to_string() const;
 };
 
@@ -53,8 +56,18 @@ struct ActShape {
 
 constexpr int kActMaxQuantItems = 8;
 constexpr int kActMaxBlockThreads = 1024;
-constexpr int kActQuantClusterThreads = 256;  // act_kernel.cuh's kQuantClusterThreads
+constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
+// Elementwise kernels: threads per block, and the blocks per SM that the four-groups-per-thread
+// kernel is compiled to fit (its launch bound) and that a large batch's one wave counts on.
+constexpr int kActElementwiseThreads = 256;
+constexpr int kActElementwiseBlocksPerSm = 2;
 constexpr int kActQuantMaxClusterBlocks = 8;  // the portable cluster size
+// The elementwise kernels index their threads in 32 bits: a row may have at most this many
+// (rows of more than 4 * 8 * 2^31 elements, ~10^11, are refused with an error).
+constexpr int64_t kActMaxThreadsPerRow = (int64_t{1} << 31) - 1024;
+
+// Whether the elementwise kernels can take rows of this shape (see kActMaxThreadsPerRow).
+bool act_elementwise_row_fits(const ActShape& shape);
 
 ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape);
 ActQuantConfig choose_act_quant_config(const ActShape& shape);

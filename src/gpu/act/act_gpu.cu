@@ -2,6 +2,7 @@
 // configuration (act_config.h), then hand over to the per-activation launchers.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "gpu/act/act_launch.cuh"
 #include "gpu/common/access.h"
@@ -39,7 +40,14 @@ Status run(ActLaunch& l, Activation act, int device) {
       l.quant.items = 0;
     }
   } else {
+    if (!act_elementwise_row_fits(shape)) {
+      return Status::unsupported("act_and_mul: rows of " + std::to_string(shape.cols) +
+                                 " elements are longer than the GPU kernels take");
+    }
     l.elementwise = choose_act_elementwise_config(shape);
+    l.args.threads_per_row = static_cast<uint32_t>(l.elementwise.threads_per_row);
+    l.args.active_threads = static_cast<uint32_t>(l.elementwise.active_threads);
+    l.args.rows_per_pass = l.elementwise.rows_per_pass;
   }
   l.warp_size = info.warp_size;
   l.pdl = info.supports_pdl && pdl_enabled_by_default();

@@ -3,23 +3,24 @@
 //
 // Why two kernel shapes. The plain op and the backward pass are elementwise: each element of the
 // output needs one element of gate and of up (and of grad_out), so nothing is shared between
-// threads and nothing goes through shared memory. act_elementwise_kernel maps a 2D grid onto the
-// rows: grid.x blocks cover a row's 16-byte groups, grid.y blocks stride over the rows. Large
-// batches take four groups per thread (64-128 bytes of loads in flight per thread, issued before
-// any use) and one wave of resident blocks that loop over the rows, each thread loading its next
-// row while it computes the current one; small batches take one
-// group per thread and spread a row over as many blocks as it has groups / 256, so a decode step
-// is one short dependent chain per thread.
+// threads and nothing goes through shared memory. act_elementwise_kernel numbers its threads
+// flat over (row, thread of the row) slots, a row's threads taking its 16-byte groups strided,
+// so every thread has work whatever the row length (a 2D grid of power-of-two blocks left up to
+// a third of the threads of N = 11008 idle). Large batches take four groups per thread (64-128
+// bytes of loads in flight per thread, issued before any use) and one wave of resident threads
+// that loop over the rows, each thread loading its next row while it computes the current one;
+// small batches take one group per thread and spread a row over as many blocks as it has
+// groups / 256, so a decode step is one short dependent chain per thread.
 //
 // The quantized op needs the row's max |y| before it can write anything. Small batches (fewer
 // rows than SMs) on GPUs with thread-block clusters split each row over the blocks of a cluster
 // (act_quant_cluster_kernel): each block holds its slice of y in registers, and the blocks'
 // maxima meet through distributed shared memory, so a decode step spreads its math over several
-// SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y for up to kQuantItems groups, keeps it in
-// registers through the block-wide max, then scales, converts and writes, reading the inputs
-// once. Rows longer than kQuantItems groups per thread of a 1024-thread block take the two-pass
-// variant (max first, then recompute y and write), reading the inputs twice, the second time
-// mostly from L2.
+// SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y
+// for up to kQuantItems groups, keeps it in registers through the block-wide max, then scales,
+// converts and writes, reading the inputs once. Rows longer than kQuantItems groups per thread of
+// a 1024-thread block take the two-pass variant (max first, then recompute y and write), reading
+// the inputs twice, the second time mostly from L2.
 //
 // Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled
 // without contraction): float32 math, one rounding to the output dtype, and for fp8 the same
@@ -32,6 +33,7 @@
 
 #include "core/act_math.h"
 #include "core/fp8.h"
+#include "gpu/act/act_config.h"
 #include "gpu/common/fp8_pack.cuh"
 #include "gpu/common/reduce.cuh"
 #include "gpu/common/vec_io.cuh"
@@ -58,6 +60,10 @@ struct ActKernelArgs {
   int64_t cols;
   float scale_upper_bound;
   int cluster_blocks;  // quantized, cluster path: blocks per row
+  // Elementwise kernels (act_config.h's ActElementwiseConfig): the flat thread space.
+  uint32_t threads_per_row;
+  uint32_t active_threads;
+  int64_t rows_per_pass;
 };
 
 template <Activation kAct_, typename T_, int kLoad_>
@@ -68,10 +74,8 @@ struct ActTraits {
   static constexpr int kLoad = kLoad_;
 };
 
-constexpr int kActElementwiseThreads = 256;
 constexpr int kQuantItems = 4;          // registers path: groups of y per thread
 constexpr int kQuantMaxThreads = 1024;
-constexpr int kQuantClusterThreads = 256;  // cluster path: threads per block
 
 // One thread's inputs for one row: kUnroll groups of gate and up (and grad_out for backward).
 template <class K, int kUnroll, bool kBackward>
@@ -138,29 +142,31 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
 // memory system for a large part of its time); the backward pass, with three inputs, has no
 // registers to spare for that.
 template <class K, int kUnroll, bool kBackward>
-__global__ void __launch_bounds__(kActElementwiseThreads)
+__global__ void __launch_bounds__(kActElementwiseThreads, kActElementwiseBlocksPerSm)
     act_elementwise_kernel(ActKernelArgs a) {
-  using T = typename K::T;
   constexpr int G = K::kGroup;
   constexpr bool kPrefetch = !kBackward;
   wait_for_prior_grids();
-  const int64_t n = a.cols;
-  const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
-  const int64_t first_col =
-      (static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x) * G;
-  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-  int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
-  ActInputs<K, kUnroll, kBackward> in;
-  if (kPrefetch && row < a.rows) in.load(a, row, first_col, col_step);
-  for (; row < a.rows; row += row_step) {
-    if constexpr (kPrefetch) {
-      ActInputs<K, kUnroll, kBackward> next;
-      if (row + row_step < a.rows) next.load(a, row + row_step, first_col, col_step);
-      act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
-      in = next;
-    } else {
-      in.load(a, row, first_col, col_step);
-      act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
+  // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
+  const uint32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
+  if (slot < a.active_threads) {
+    const uint32_t row_in_pass = slot / a.threads_per_row;
+    const int64_t first_col = static_cast<int64_t>(slot - row_in_pass * a.threads_per_row) * G;
+    const int64_t col_step = static_cast<int64_t>(a.threads_per_row) * G;
+    const int64_t row_step = a.rows_per_pass;
+    int64_t row = row_in_pass;
+    ActInputs<K, kUnroll, kBackward> in;
+    if (kPrefetch && row < a.rows) in.load(a, row, first_col, col_step);
+    for (; row < a.rows; row += row_step) {
+      if constexpr (kPrefetch) {
+        ActInputs<K, kUnroll, kBackward> next;
+        if (row + row_step < a.rows) next.load(a, row + row_step, first_col, col_step);
+        act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
+        in = next;
+      } else {
+        in.load(a, row, first_col, col_step);
+        act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
+      }
     }
   }
   allow_dependent_grids();
@@ -259,13 +265,14 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
 // after a cluster barrier, and a warp max leaves the row's max in every thread. A last barrier
 // keeps each block's shared memory alive until the others have read it.
 template <class K, class Format, int kWarp, int kItems>
-__global__ void __launch_bounds__(kQuantClusterThreads) act_quant_cluster_kernel(ActKernelArgs a) {
+__global__ void __launch_bounds__(kActQuantClusterThreads)
+    act_quant_cluster_kernel(ActKernelArgs a) {
   if constexpr (!warp_size_compiled<kWarp>() || !clusters_compiled()) {
     return;
   } else {
     using T = typename K::T;
     constexpr int G = K::kGroup;
-    __shared__ float scratch[kQuantClusterThreads / kWarp];
+    __shared__ float scratch[kActQuantClusterThreads / kWarp];
     __shared__ float block_max;
     const int blocks = a.cluster_blocks;
     const unsigned rank = cluster_block_rank();
@@ -291,7 +298,7 @@ __global__ void __launch_bounds__(kQuantClusterThreads) act_quant_cluster_kernel
 #pragma unroll
       for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[i][e]);
     }
-    max_abs = block_reduce<kWarp, kQuantClusterThreads / kWarp>(max_abs, scratch, NanMax{});
+    max_abs = block_reduce<kWarp, kActQuantClusterThreads / kWarp>(max_abs, scratch, NanMax{});
     if (threadIdx.x == 0) block_max = max_abs;
     cluster_barrier();
     const int lane = static_cast<int>(threadIdx.x) % kWarp;

@@ -40,10 +40,11 @@ Status launch_act_kernel(const ActLaunch& l) {
         if (l.quant.cluster_blocks > 1) {
           const int blocks = l.quant.cluster_blocks;
           const dim3 grid(static_cast<unsigned>(l.args.rows * blocks));
-          const dim3 block(static_cast<unsigned>(kQuantClusterThreads));
+          const dim3 block(static_cast<unsigned>(kActQuantClusterThreads));
           return dispatch_int<1, 2, 4>(l.quant.items, [&](auto items_tag) {
-            return launch_clustered(act_quant_cluster_kernel<K, F, kWarp, decltype(items_tag)::value>,
-                                    grid, block, 0, l.stream, l.pdl, blocks, l.args);
+            constexpr int kItems = decltype(items_tag)::value;
+            return launch_clustered(act_quant_cluster_kernel<K, F, kWarp, kItems>, grid, block, 0,
+                                    l.stream, l.pdl, blocks, l.args);
           });
         }
         auto kernel = l.quant.items == 0 ? act_quant_kernel<K, F, kWarp, true>
@@ -55,8 +56,8 @@ Status launch_act_kernel(const ActLaunch& l) {
     });
   } else {
     const ActElementwiseConfig& c = l.elementwise;
-    const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(c.grid_y));
-    const dim3 block(static_cast<unsigned>(c.threads_x), static_cast<unsigned>(c.threads_y));
+    const dim3 grid(static_cast<unsigned>(c.grid));
+    const dim3 block(static_cast<unsigned>(c.block_threads));
     e = dispatch_bool(l.kind == ActKernelKind::kBackward, [&](auto backward_tag) {
       constexpr bool kBackward = decltype(backward_tag)::value;
       auto kernel = c.unroll == 4 ? act_elementwise_kernel<K, 4, kBackward>
