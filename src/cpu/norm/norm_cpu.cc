@@ -15,15 +15,13 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/fp8.h"
+#include "cpu/common/parallel.h"
 #include "norm/norm_problem.h"
 
 namespace fusekit::detail {
 namespace {
 
 constexpr int kLanes = 8;
-// Below this many elements a parallel region costs more than it saves (waking the OpenMP team
-// takes microseconds; one row of a few thousand elements takes less).
-constexpr int64_t kParallelMinElements = int64_t{1} << 16;
 
 inline float sum_fixed_order(const float* acc) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
@@ -60,7 +58,7 @@ void norm_rows(const NormProblem& p) {
       p.out_fp8 && p.static_scale != nullptr ? fp8_inverse_scale(*p.static_scale) : 0.0f;
 
 #if defined(_OPENMP)
-#pragma omp parallel if (p.rows > 1 && p.rows * n >= kParallelMinElements)
+#pragma omp parallel if (cpu_parallel_worthwhile(p.rows, p.rows * n))
 #endif
   {
     std::vector<float> h(static_cast<size_t>(n));
