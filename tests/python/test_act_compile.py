@@ -9,6 +9,8 @@ import pytest
 import torch
 
 import fusekit
+from compile_checks import (assert_compiled_equals_eager, assert_cuda_graph_replays_equal_eager,
+                            assert_dynamic_shapes_equal_eager, assert_graph_calls)
 from conftest import gpu_skip_reason, randn
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -29,43 +31,19 @@ def inputs(device, gen, n=769, m=6):
     return gate_up, other[:, :n], other[:, n + 3:]  # gate and up: strided views of one buffer
 
 
-def compare(fn, args, **compile_args):
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, fullgraph=True, **compile_args)
-    expected = fn(*args)
-    actual = compiled(*args)
-    for e, a in zip(expected, actual):
-        assert a.dtype == e.dtype and a.shape == e.shape
-        assert torch.equal(a, e), (a.float() - e.float()).abs().max()
-
-
 @pytest.mark.parametrize("backend", ("inductor", "aot_eager"))
 def test_compiled_equals_eager(device, gen, backend):
-    compare(mlp_activations, inputs(device, gen), backend=backend)
+    assert_compiled_equals_eager(mlp_activations, inputs(device, gen), backend=backend)
 
 
 def test_dynamic_shapes(device, gen):
-    torch._dynamo.reset()
-    compiled = torch.compile(mlp_activations, fullgraph=True, dynamic=True, backend="aot_eager")
-    for m in (3, 5, 11):
-        args = inputs(device, gen, m=m)
-        for a, e in zip(compiled(*args), mlp_activations(*args)):
-            assert torch.equal(a, e)
+    assert_dynamic_shapes_equal_eager(mlp_activations, lambda m: inputs(device, gen, m=m))
 
 
 def test_graph_calls_the_fusekit_operators(device, gen):
-    graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    torch._dynamo.reset()
-    torch.compile(mlp_activations, fullgraph=True, backend=capture)(*inputs(device, gen))
-    code = graphs[0].code
-    for op in ("fusekit.silu_and_mul", "fusekit.gelu_tanh_and_mul_split",
-               "fusekit.gelu_and_mul_quant_fp8", "fusekit.silu_and_mul_split_quant_fp8"):
-        assert op in code, f"{op} not in the traced graph:\n{code}"
+    assert_graph_calls(mlp_activations, inputs(device, gen),
+                       ("fusekit.silu_and_mul", "fusekit.gelu_tanh_and_mul_split",
+                        "fusekit.gelu_and_mul_quant_fp8", "fusekit.silu_and_mul_split_quant_fp8"))
 
 
 def test_training_step(device, gen):
@@ -85,24 +63,8 @@ def test_training_step(device, gen):
 
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
 def test_cuda_graph_capture_and_replay(gen):
-    static = [a.clone() for a in inputs("cuda", gen, n=4096, m=64)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm up on a side stream, as capture requires
-        mlp_activations(*static)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = mlp_activations(*static)
-    for trial in range(3):
-        fresh = inputs("cuda", gen, n=4096, m=64)
-        for s, f in zip(static, fresh):
-            s.copy_(f)
-        graph.replay()
-        expected = mlp_activations(*fresh)
-        torch.cuda.synchronize()
-        for a, e in zip(outputs, expected):
-            assert torch.equal(a, e), f"replay {trial} differs from eager"
+    assert_cuda_graph_replays_equal_eager(mlp_activations,
+                                          lambda trial: inputs("cuda", gen, n=4096, m=64))
 
 
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import fusekit
+from compile_checks import (assert_compiled_equals_eager, assert_cuda_graph_replays_equal_eager,
+                            assert_dynamic_shapes_equal_eager, assert_graph_calls)
 from conftest import gpu_skip_reason, randn
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -30,44 +32,19 @@ def inputs(device, gen, n=769, m=6):
             randn((n,), F32, device, gen))
 
 
-def compile_and_compare(fn, args, backend):
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, fullgraph=True, backend=backend)
-    expected = fn(*[a.clone() for a in args])
-    actual = compiled(*[a.clone() for a in args])
-    for e, a in zip(expected, actual):
-        assert a.dtype == e.dtype and a.shape == e.shape
-        assert torch.equal(a, e), (a.float() - e.float()).abs().max()
-
-
 def test_inductor_forward(device, gen):
     # The default backend: Inductor's C++ (CPU) or Triton (GPU) code around the fusekit calls.
-    compile_and_compare(block, inputs(device, gen), "inductor")
+    assert_compiled_equals_eager(block, inputs(device, gen), backend="inductor")
 
 
 def test_graph_calls_the_fusekit_operators(device, gen):
-    graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    torch._dynamo.reset()
-    torch.compile(block, fullgraph=True, backend=capture)(*inputs(device, gen))
-    code = graphs[0].code
-    for op in ("fusekit.fused_add_rms_norm", "fusekit.layer_norm", "fusekit.rms_norm",
-               "fusekit.fused_add_rms_norm_"):
-        assert op in code, f"{op} not in the traced graph:\n{code}"
+    assert_graph_calls(block, inputs(device, gen),
+                       ("fusekit.fused_add_rms_norm", "fusekit.layer_norm", "fusekit.rms_norm",
+                        "fusekit.fused_add_rms_norm_"))
 
 
 def test_dynamic_shapes(device, gen):
-    torch._dynamo.reset()
-    compiled = torch.compile(block, fullgraph=True, dynamic=True, backend="aot_eager")
-    for m in (3, 5, 11):
-        args = inputs(device, gen, m=m)
-        expected = block(*[a.clone() for a in args])
-        actual = compiled(*[a.clone() for a in args])
-        assert all(torch.equal(a, e) for a, e in zip(actual, expected))
+    assert_dynamic_shapes_equal_eager(block, lambda m: inputs(device, gen, m=m))
 
 
 def test_training_step(device, gen):
@@ -114,25 +91,7 @@ def test_export(device, gen):
 
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
 def test_cuda_graph_capture_and_replay(gen):
-    args = [a.clone() for a in inputs("cuda", gen, n=4096, m=64)]
-    static = [a.clone() for a in args]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm up on a side stream, as capture requires
-        block(*[a.clone() for a in static])
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = block(*static)
-    for trial in range(3):
-        fresh = inputs("cuda", gen, n=4096, m=64)
-        for s, f in zip(static, fresh):
-            s.copy_(f)
-        graph.replay()
-        expected = block(*[f.clone() for f in fresh])
-        torch.cuda.synchronize()
-        for a, e in zip(outputs, expected):
-            assert torch.equal(a, e), f"replay {trial} differs from eager"
+    assert_cuda_graph_replays_equal_eager(block, lambda trial: inputs("cuda", gen, n=4096, m=64))
 
 
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import fusekit
+from compile_checks import (assert_compiled_equals_eager, assert_cuda_graph_replays_equal_eager,
+                            assert_dynamic_shapes_equal_eager, assert_graph_calls)
 from conftest import gpu_skip_reason, randn
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -33,67 +35,27 @@ def inputs(device, gen, n=769, m=6):
             torch.tensor([0.02], dtype=F32, device=device))
 
 
-def compare(fn, args, **compile_args):
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, fullgraph=True, **compile_args)
-    eager_args = [a.clone() for a in args]
-    compiled_args = [a.clone() for a in args]
-    expected = fn(*eager_args)
-    actual = compiled(*compiled_args)
-    for e, a in zip(expected, actual):
-        assert a.dtype == e.dtype and a.shape == e.shape
-        assert torch.equal(a, e), (a.float() - e.float()).abs().max()
-    assert torch.equal(compiled_args[1], eager_args[1])  # the residual, updated in place
-
-
 @pytest.mark.parametrize("backend", ("inductor", "aot_eager"))
 def test_compiled_equals_eager(device, gen, backend):
-    compare(layer, inputs(device, gen), backend=backend)
+    # Codes, scales, and the residual the fused-add forms update in place.
+    assert_compiled_equals_eager(layer, inputs(device, gen), backend=backend)
 
 
 def test_dynamic_shapes(device, gen):
-    torch._dynamo.reset()
-    compiled = torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
-    for m in (3, 5, 11):
-        args = inputs(device, gen, m=m)
-        eager_args = [a.clone() for a in args]
-        for a, e in zip(compiled(*args), layer(*eager_args)):
-            assert torch.equal(a, e)
+    assert_dynamic_shapes_equal_eager(layer, lambda m: inputs(device, gen, m=m))
 
 
 def test_graph_calls_the_fusekit_operators(device, gen):
-    graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    torch._dynamo.reset()
-    torch.compile(layer, fullgraph=True, backend=capture)(*inputs(device, gen))
-    code = graphs[0].code
-    for op in ("fusekit.fused_add_rms_norm_quant_fp8", "fusekit.rms_norm_quant_fp8_static",
-               "fusekit.rms_norm_quant_fp8", "fusekit.fused_add_rms_norm_quant_fp8_static"):
-        assert op in code, f"{op} not in the traced graph:\n{code}"
+    assert_graph_calls(layer, inputs(device, gen),
+                       ("fusekit.fused_add_rms_norm_quant_fp8", "fusekit.rms_norm_quant_fp8_static",
+                        "fusekit.rms_norm_quant_fp8", "fusekit.fused_add_rms_norm_quant_fp8_static"))
 
 
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
 def test_cuda_graph_capture_and_replay(gen):
-    static = [a.clone() for a in inputs("cuda", gen, n=4096, m=64)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm up on a side stream, as capture requires
-        layer(*[a.clone() for a in static])
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = layer(*static)
-    for trial, scale in enumerate((0.02, 0.005, 0.1)):
-        fresh = inputs("cuda", gen, n=4096, m=64)
-        fresh[3].fill_(scale)  # a new static scale: read by the replayed kernels
-        for s, f in zip(static, fresh):
-            s.copy_(f)
-        graph.replay()
-        expected = layer(*[f.clone() for f in fresh])
-        torch.cuda.synchronize()
-        for a, e in zip(outputs, expected):
-            assert torch.equal(a, e), f"replay {trial} differs from eager"
+    def fresh(trial):
+        args = inputs("cuda", gen, n=4096, m=64)
+        args[3].fill_((0.02, 0.005, 0.1)[trial])  # a new static scale: read by the replayed kernels
+        return args
+
+    assert_cuda_graph_replays_equal_eager(layer, fresh)
