@@ -73,29 +73,7 @@ TEST_P(NormValues, StridedRowsUnalignedBasesAndRank3) {
     for (int64_t n : {8, 769, 4096, 5125, 12288}) {
       c.cols = n;
       c.seed = seed++;
-      // Padded rows, each tensor with its own stride (odd pads force narrow accesses).
-      c.rows = 5;
-      c.x_pad = 8;
-      c.out_pad = 3;
-      c.residual_pad = 5;
-      c.residual_out_pad = 1;
-      expect_case(c);
-      // Base pointers one or three elements past 16-byte alignment, aligned strides.
-      c.x_pad = c.out_pad = c.residual_pad = c.residual_out_pad = 0;
-      c.x_offset = 1;
-      c.out_offset = 3;
-      c.residual_offset = 1;
-      expect_case(c);
-      // Rank 3: [3, 3, N] over padded rows.
-      c.x_offset = c.out_offset = c.residual_offset = 0;
-      c.rows = 9;
-      c.rank3_d0 = 3;
-      c.x_pad = 16;
-      c.out_pad = 8;
-      c.residual_pad = 24;
-      expect_case(c);
-      c.rank3_d0 = 0;
-      c.x_pad = c.out_pad = c.residual_pad = 0;
+      for_each_row_layout(c, [this](const NormCase& v) { expect_case(v); });
     }
   }
 }

@@ -83,4 +83,33 @@ class RowBuffer {
   void* device_ = nullptr;
 };
 
+// The memory layouts the norm families' cases (x, out, residual, residual_out with `_pad` and
+// `_offset` fields, rows, rank3_d0) are checked over, each passed to `check` as a copy of `c`:
+// padded rows, each tensor with its own stride (odd pads force narrow accesses); base pointers
+// one or three elements past 16-byte alignment with aligned strides; and a rank-3 [3, 3, N] view
+// over padded rows.
+template <class Case, class Check>
+void for_each_row_layout(const Case& c, Check check) {
+  Case padded = c;
+  padded.rows = 5;
+  padded.x_pad = 8;
+  padded.out_pad = 3;
+  padded.residual_pad = 5;
+  padded.residual_out_pad = 1;
+  check(padded);
+  Case unaligned = c;
+  unaligned.rows = 5;
+  unaligned.x_offset = 1;
+  unaligned.out_offset = 3;
+  unaligned.residual_offset = 1;
+  check(unaligned);
+  Case rank3 = c;
+  rank3.rows = 9;
+  rank3.rank3_d0 = 3;
+  rank3.x_pad = 16;
+  rank3.out_pad = 8;
+  rank3.residual_pad = 24;
+  check(rank3);
+}
+
 }  // namespace fusekit::testing
