@@ -187,6 +187,29 @@ FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename
   }
 }
 
+// y for kItems groups of one thread (first_col, then col_step apart), kept for the write, and
+// their max |y| (groups past the row are 0).
+template <class K, int kItems>
+FUSEKIT_DEVICE float quant_items_values(const typename K::T* gate, const typename K::T* up,
+                                        int64_t first_col, int64_t col_step, int64_t n,
+                                        float (&y)[kItems][K::kGroup]) {
+  constexpr int G = K::kGroup;
+  float max_abs = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const int64_t col = first_col + i * col_step;
+    if (col < n) {
+      quant_group_values<K>(gate, up, col, n, y[i]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < G; ++e) y[i][e] = 0.0f;
+    }
+#pragma unroll
+    for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[i][e]);
+  }
+  return max_abs;
+}
+
 template <class K, class Format>
 FUSEKIT_DEVICE void quant_group_store(uint8_t* out, int64_t col, int64_t n,
                                       const float (&y)[K::kGroup], float inverse_scale) {
@@ -232,18 +255,7 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
         if (threadIdx.x == 0) a.scale[row] = scale;
       } else {
         float y[kQuantItems][G];
-#pragma unroll
-        for (int i = 0; i < kQuantItems; ++i) {
-          const int64_t col = first_col + i * col_step;
-          if (col < n) {
-            quant_group_values<K>(gate, up, col, n, y[i]);
-          } else {
-#pragma unroll
-            for (int e = 0; e < G; ++e) y[i][e] = 0.0f;
-          }
-#pragma unroll
-          for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[i][e]);
-        }
+        max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_scale(scale);
@@ -285,19 +297,7 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
     const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
     float y[kItems][G];
-    float max_abs = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t col = first_col + i * col_step;
-      if (col < n) {
-        quant_group_values<K>(gate, up, col, n, y[i]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < G; ++e) y[i][e] = 0.0f;
-      }
-#pragma unroll
-      for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[i][e]);
-    }
+    float max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
     max_abs = block_reduce<kWarp, kActQuantClusterThreads / kWarp>(max_abs, scratch, NanMax{});
     if (threadIdx.x == 0) block_max = max_abs;
     cluster_barrier();
