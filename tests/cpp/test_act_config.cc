@@ -2,7 +2,7 @@
 // covers each row with no idle threads or blocks, stays within the hardware's grid and block
 // limits for any N and any M (the grid-stride loops take the rows beyond them), gives a small
 // batch the latency shape (one 16-byte group per thread, the row spread over blocks) and a large
-// one the bandwidth shape (four groups per thread, one wave of blocks looping over the rows).
+// one the bandwidth shape (two groups per thread, a thread for every row at once).
 #include "gpu/act/act_config.h"
 
 #include <algorithm>
@@ -16,7 +16,6 @@ namespace {
 
 constexpr int64_t kMaxGridX = 2147483647;
 
-bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A few devices: H100 (132 SMs), A100 (108), MI300X (304 CUs, 64-wide wavefronts), RDNA (40
@@ -48,7 +47,7 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           SCOPED_TRACE("device=" + std::to_string(device) + " n=" + std::to_string(n) +
                        " m=" + std::to_string(m) + " " + e.to_string());
           ASSERT_TRUE(act_elementwise_row_fits(s));
-          ASSERT_TRUE(e.unroll == 1 || e.unroll == 4);
+          ASSERT_TRUE(e.unroll == 1 || e.unroll == kActElementwiseMaxUnroll);
           ASSERT_LE(e.block_threads, kActMaxBlockThreads);
           ASSERT_EQ(e.block_threads % s.warp_size, 0);
           // Every thread of a row has a group, and the row's threads cover it.
@@ -62,15 +61,13 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
 
           const ActQuantConfig q = choose_act_quant_config(s);
           SCOPED_TRACE(q.to_string());
-          ASSERT_TRUE(is_pow2(q.block_threads));
           ASSERT_LE(q.block_threads, kActMaxBlockThreads);
           ASSERT_EQ(q.block_threads % s.warp_size, 0);
-          ASSERT_TRUE(q.items == 0 || (is_pow2(q.items) && q.items <= kActMaxQuantItems));
           if (q.cluster_blocks > 1) {  // a row over a cluster's blocks, small batches only
             ASSERT_LT(m, s.sm_count);
             ASSERT_LE(q.cluster_blocks, std::min(s.max_cluster_blocks, kActQuantMaxClusterBlocks));
             ASSERT_EQ(q.block_threads, kActQuantClusterThreads);
-            ASSERT_LE(q.items, 4);
+            ASSERT_TRUE(q.items == 1 || q.items == 2 || q.items == 4);
             const int64_t per_block = static_cast<int64_t>(q.block_threads) * q.items;
             ASSERT_GE(q.cluster_blocks * per_block, groups);        // the row is covered
             ASSERT_LT((q.cluster_blocks - 1) * per_block, groups);  // and no block is idle
@@ -79,9 +76,18 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           }
           ASSERT_EQ(q.cluster_blocks, 1);
           if (q.items > 0) {
-            ASSERT_GE(static_cast<int64_t>(q.block_threads) * q.items, groups);  // row in registers
+            ASSERT_TRUE(q.items == kActQuantMinItems || q.items == kActQuantMaxItems);
+            const int64_t covered = static_cast<int64_t>(q.block_threads) * q.items;
+            ASSERT_GE(covered, groups);  // the row in registers
+            // No idle warp (blocks of at least 64 threads aside), and no fewer items would do.
+            if (q.block_threads > 64) ASSERT_LT(covered - s.warp_size * q.items, groups);
+            if (q.items > kActQuantMinItems) {
+              ASSERT_GT(groups, static_cast<int64_t>(kActMaxBlockThreads) * (q.items / 2));
+            }
           } else {
-            ASSERT_GT(groups, static_cast<int64_t>(kActMaxBlockThreads) * kActMaxQuantItems);
+            ASSERT_EQ(q.items, 0);
+            ASSERT_EQ(q.block_threads, kActMaxBlockThreads);
+            ASSERT_GT(groups, static_cast<int64_t>(kActMaxBlockThreads) * kActQuantMaxItems);
           }
           ASSERT_GE(q.grid, 1);
           ASSERT_LE(q.grid, kMaxGridX);
@@ -118,17 +124,18 @@ TEST(ActConfig, HugeBatchesStayWithinGridLimits) {
   s.cols = 14336;
   s.rows = int64_t{1} << 45;
   const ActElementwiseConfig e = choose_act_elementwise_config(s);
-  EXPECT_LE(e.active_threads, int64_t{132} * 2 * 256);  // one wave loops over the rows
+  EXPECT_LE(e.active_threads, kActMaxActiveThreads);  // the threads loop over the rows
+  EXPECT_GT(e.active_threads, kActMaxActiveThreads - e.threads_per_row);
   const ActQuantConfig q = choose_act_quant_config(s);
   EXPECT_EQ(q.grid, kMaxGridX);
   s.cols = 1;  // one element per row
-  EXPECT_LE(choose_act_elementwise_config(s).active_threads, int64_t{132} * 2 * 256);
+  EXPECT_EQ(choose_act_elementwise_config(s).active_threads, kActMaxActiveThreads);
 }
 
 TEST(ActConfig, RowsTooLongForThirtyTwoBitSlotsAreRefused) {
   ActShape s = device_shape(0);
   s.rows = 1;
-  s.cols = kActMaxThreadsPerRow * 4 * 8;  // bf16: the longest row the kernels take
+  s.cols = kActMaxThreadsPerRow * kActElementwiseMaxUnroll * 8;  // bf16: the longest row taken
   EXPECT_TRUE(act_elementwise_row_fits(s));
   s.cols += 1;
   EXPECT_FALSE(act_elementwise_row_fits(s));
@@ -156,14 +163,13 @@ TEST(ActConfig, LargeBatchTakesTheBandwidthShape) {
       s.rows = m;
       const ActElementwiseConfig e = choose_act_elementwise_config(s);
       SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " " + e.to_string());
-      EXPECT_EQ(e.unroll, 4);
-      EXPECT_EQ(e.threads_per_row, ceil_div(n / 8, 4));
-      // One wave at the kernel's two 256-thread blocks per SM, looping over the rows, and
-      // whatever N, short of that wave by less than a row's threads (a 2D grid of power-of-two
-      // blocks left a third of the threads of N = 11008 without work).
-      EXPECT_LE(e.active_threads, 132 * 2 * 256);
-      EXPECT_GT(e.active_threads, 132 * 2 * 256 - e.threads_per_row);
-      EXPECT_LT(e.rows_per_pass, m);
+      EXPECT_EQ(e.unroll, 2);
+      EXPECT_EQ(e.threads_per_row, ceil_div(n / 8, 2));
+      // Every row has its own threads up to kActMaxActiveThreads (a million rows loop), and the
+      // last block is the only partial one.
+      EXPECT_EQ(e.rows_per_pass, std::min(m, kActMaxActiveThreads / e.threads_per_row));
+      EXPECT_EQ(e.rows_per_pass == m, m * e.threads_per_row <= kActMaxActiveThreads);
+      EXPECT_EQ(e.grid, ceil_div(e.rows_per_pass * e.threads_per_row, 256));
     }
   }
 }
@@ -176,28 +182,34 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   EXPECT_EQ(e.threads_per_row, 8);
   EXPECT_EQ(e.rows_per_pass, 1000);
   EXPECT_EQ(e.grid, 32);  // 8000 threads: 32 rows per block, the last block part full
-  s.rows = 100000;                         // enough to fill the GPU: four groups per thread
-  EXPECT_EQ(choose_act_elementwise_config(s).threads_per_row, 2);
+  s.rows = 100000;        // enough to fill the GPU: two groups per thread
+  EXPECT_EQ(choose_act_elementwise_config(s).threads_per_row, 4);
 }
 
 TEST(ActConfig, QuantKeepsRowsInRegistersUntilTheyDoNotFit) {
   ActShape s = device_shape(0);
   s.max_cluster_blocks = 1;  // the one-block-per-row path (DecodeSteps... covers clusters)
   s.rows = 64;
-  s.cols = 4096;  // 512 groups: one per thread of 512
+  s.cols = 4096;  // 512 groups: two per thread of 256
   ActQuantConfig q = choose_act_quant_config(s);
-  EXPECT_EQ(q.items, 1);
-  EXPECT_EQ(q.block_threads, 512);
+  EXPECT_EQ(q.items, 2);
+  EXPECT_EQ(q.block_threads, 256);
   EXPECT_EQ(q.grid, 64);  // a block per row
-  s.cols = 14336;  // 1792 groups: four per thread of 512
+  s.cols = 14336;  // 1792 groups: two per thread of 896
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.items, 2);
+  EXPECT_EQ(q.block_threads, 896);
+  s.cols = 11008;  // 1376 groups: two per thread of 688, rounded up to whole warps
+  EXPECT_EQ(choose_act_quant_config(s).block_threads, 704);
+  s.cols = 2048 * 8 + 8;  // 2049 groups: four per thread
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 4);
-  EXPECT_EQ(q.block_threads, 512);
-  s.cols = 8192 * 8;  // exactly 1024 threads x 8 groups
+  EXPECT_EQ(q.block_threads, 544);
+  s.cols = 4096 * 8;  // exactly 1024 threads x 4 groups
   q = choose_act_quant_config(s);
-  EXPECT_EQ(q.items, 8);
+  EXPECT_EQ(q.items, 4);
   EXPECT_EQ(q.block_threads, 1024);
-  s.cols = 8192 * 8 + 1;  // one element more: two passes
+  s.cols = 4096 * 8 + 1;  // one element more: two passes
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 0);
   EXPECT_EQ(q.block_threads, 1024);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "act_cases.h"
+#include "gpu/act/act_config.h"
 #include "gtest/gtest.h"
 
 namespace fusekit::testing {
@@ -68,7 +69,7 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
     }
   }
   {
-    ActCase c;  // many short rows: a warp's threads span several rows, and the rows loop
+    ActCase c;  // many short rows: a warp's threads span several rows
     c.act = act;
     c.mode = mode;
     c.rows = 40000;
@@ -179,6 +180,42 @@ TEST_P(ActValues, AllZeroRowGetsTheFloorScale) {
     for (int64_t row = 0; row < c.rows; ++row) {
       EXPECT_EQ(run.scale.get(0, row), floor);
       for (int64_t j = 0; j < c.cols; ++j) ASSERT_EQ(run.out.get(row, j), 0.0);
+    }
+  }
+}
+
+// 64-bit indexing and the row loop of the elementwise kernels: an input of more than 2^31
+// elements, with more rows than one pass of threads takes (gpu/act/act_config.h), so the last
+// rows are a second pass of the same threads. GPU only: 4 GiB of bf16 input.
+TEST(ActHugeTensor, MoreThan2To31ElementsAndMoreRowsThanThreads) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const int64_t n = 8;  // one 16-byte group per row: one thread per row
+  const int64_t m = gpu::kActMaxActiveThreads + 3;
+  ASSERT_GT(m * 2 * n, int64_t{1} << 31);
+  RowBuffer x(Backend::kGPU, DType::kBFloat16, m, 2 * n);
+  RowBuffer out(Backend::kGPU, DType::kBFloat16, m, n);
+  std::vector<double> pattern(2 * n);
+  for (int64_t j = 0; j < 2 * n; ++j) pattern[j] = 0.25 * static_cast<double>(j % 5) - 0.5;
+  x.fill_rows(pattern);
+  const int64_t checked[] = {0, 1, m / 2, m - 4, m - 3, m - 2, m - 1};
+  std::mt19937 rng(11);
+  std::normal_distribution<double> d(0.0, 2.0);
+  for (int64_t r : checked) {
+    for (int64_t j = 0; j < 2 * n; ++j) x.set(r, j, d(rng));
+  }
+  x.upload();
+  out.poison();
+  out.upload();
+  ASSERT_TRUE(silu_and_mul(out.view(), x.view()).ok());
+  ASSERT_TRUE(gpu_synchronize(0).ok());
+  out.download();
+  const Tolerance tol = output_tolerance(DType::kBFloat16);
+  for (int64_t r : checked) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double ref = act_reference(Activation::kSilu, x.get(r, j)) * x.get(r, n + j);
+      ASSERT_LE(std::fabs(out.get(r, j) - ref), tol.rel * std::fabs(ref) + tol.abs)
+          << "row " << r << " col " << j;
     }
   }
 }

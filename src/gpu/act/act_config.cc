@@ -11,14 +11,9 @@ namespace fusekit::gpu {
 namespace {
 
 constexpr int64_t kMaxGrid = 2147483647;
-// Small batches: up to two waves of 256-thread blocks at full occupancy.
-constexpr int kWavesOfBlocks = 2;
-// Large batches (four groups per thread): one wave at the kernel's occupancy,
-// kActElementwiseBlocksPerSm blocks per SM (its launch bound), so that every thread walks many
-// rows and its prefetch of the next row's inputs keeps the memory system busy (act_kernel.cuh).
-// 16-byte groups per SM beyond which a batch counts as filling the GPU and takes four groups per
-// thread (more bytes in flight per thread, fewer blocks); below it one group per thread spreads
-// a small batch over as many SMs as possible for latency.
+// 16-byte groups per SM beyond which a batch counts as filling the GPU and takes two groups per
+// thread (twice the bytes in flight per thread, two independent chains of math to interleave);
+// below it one group per thread spreads a small batch over as many SMs as possible for latency.
 constexpr int64_t kFullSmGroups = 2048;
 
 int64_t row_groups(const ActShape& shape) {
@@ -44,24 +39,24 @@ std::string ActQuantConfig::to_string() const {
 }
 
 bool act_elementwise_row_fits(const ActShape& shape) {
-  return ceil_div(row_groups(shape), 4) <= kActMaxThreadsPerRow;
+  return ceil_div(row_groups(shape), kActElementwiseMaxUnroll) <= kActMaxThreadsPerRow;
 }
 
+// A thread per (row, `unroll` groups) for every row at once. Large batches were measured both
+// ways on an H100 (bench/NOTES.md, "Gated activations v4"): this full grid of short-lived threads
+// beat one resident wave of threads looping over the rows with a prefetch of the next row by
+// 5-20 points of copy bandwidth, since the exact activation math keeps the issue slots busy and
+// only many resident warps (not a few warps with many loads each) hide the loads behind it.
 ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape) {
   ActElementwiseConfig c;
   const int64_t groups = row_groups(shape);
   const int64_t rows = std::max<int64_t>(shape.rows, 1);
   const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups ||
                          groups > kActMaxThreadsPerRow;
-  c.unroll = fills_gpu ? 4 : 1;
+  c.unroll = fills_gpu ? kActElementwiseMaxUnroll : 1;
   c.block_threads = kActElementwiseThreads;
   c.threads_per_row = ceil_div(groups, c.unroll);
-  // Threads wanted in all: one resident wave for large batches (the rows loop), up to two waves
-  // at full occupancy for small ones (then nothing loops).
-  const int64_t threads_wanted =
-      fills_gpu ? int64_t{shape.sm_count} * kActElementwiseBlocksPerSm * kActElementwiseThreads
-                : int64_t{shape.sm_count} * shape.max_threads_per_sm * kWavesOfBlocks;
-  c.rows_per_pass = std::clamp<int64_t>(threads_wanted / c.threads_per_row, 1, rows);
+  c.rows_per_pass = std::clamp<int64_t>(kActMaxActiveThreads / c.threads_per_row, 1, rows);
   c.active_threads = c.rows_per_pass * c.threads_per_row;
   c.grid = ceil_div(c.active_threads, c.block_threads);
   return c;
@@ -87,19 +82,22 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
       }
     }
   }
-  // The fewest items per thread that fit the row in 512 threads (1024 for the longest rows that
-  // still fit in registers): short dependent chains, few warps to reduce over.
-  int items = 1;
-  while (items < kActMaxQuantItems && groups > static_cast<int64_t>(items) * 512) items *= 2;
-  int64_t threads = next_pow2(ceil_div(groups, items));
-  if (threads > kActMaxBlockThreads) {
-    c.items = 0;  // two passes
-    c.block_threads = kActMaxBlockThreads;
-  } else {
-    c.items = items;
-    c.block_threads = static_cast<int>(std::max<int64_t>(threads, 64));
+  // The fewest items per thread that fit the row in one block, and just the warps that needs: an
+  // H100 measured two groups per thread (blocks of up to 1024 threads, ~32 registers, two such
+  // blocks per SM) 4-9 points of copy bandwidth ahead of four per thread in half the threads
+  // (bench/NOTES.md, "Gated activations v4"). Rows beyond four groups per thread of the largest
+  // block take two passes.
+  const int64_t warp = shape.warp_size;
+  c.items = 0;
+  c.block_threads = kActMaxBlockThreads;
+  for (int items = kActQuantMinItems; items <= kActQuantMaxItems; items *= 2) {
+    const int64_t threads = ceil_div(ceil_div(groups, items), warp) * warp;
+    if (threads <= kActMaxBlockThreads) {
+      c.items = items;
+      c.block_threads = static_cast<int>(std::max<int64_t>(threads, 64));
+      break;
+    }
   }
-  c.block_threads = std::max(c.block_threads, shape.warp_size);
   c.grid = std::max<int64_t>(1, std::min(shape.rows, kMaxGrid));
   return c;
 }

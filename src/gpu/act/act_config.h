@@ -15,11 +15,12 @@ namespace fusekit::gpu {
 // flat space of (row, thread of the row) slots. A row has threads_per_row = ceil(groups / unroll)
 // threads; thread t of a row handles the 16-byte groups t, t + threads_per_row, ... (`unroll` of
 // them). The grid holds rows_per_pass rows' worth of threads (active_threads; the few threads of
-// the last block past it exit) and loops over the rows, rows_per_pass apart. A row's threads may
-// span blocks and a block may hold parts of several rows, so no thread idles whatever N is.
+// the last block past it exit): every row at once unless that would pass kActMaxActiveThreads,
+// beyond which the threads loop over the rows, rows_per_pass apart. A row's threads may span
+// blocks and a block may hold parts of several rows, so no thread idles whatever N is.
 struct ActElementwiseConfig {
   int block_threads = 256;
-  int unroll = 1;  // 1 or 4
+  int unroll = 1;  // 1 or 2
   int64_t threads_per_row = 1;
   int64_t rows_per_pass = 1;
   int64_t active_threads = 1;  // rows_per_pass * threads_per_row, < 2^31
@@ -29,8 +30,9 @@ struct ActElementwiseConfig {
 
 // Quantizing kernels: one row per block, grid-stride over rows. With items > 0 each of the
 // block's threads keeps `items` groups of y in registers between the row's max and its write
-// (one read of the inputs); items == 0 is the two-pass path for rows too long for that (the
-// inputs are read twice, the second time mostly from L2).
+// (one read of the inputs), and the block has just the warps the row needs; items == 0 is the
+// two-pass path for rows too long for that (the inputs are read twice, the second time mostly
+// from L2).
 //
 // Cluster path (cluster_blocks > 1; fewer rows than SMs, on GPUs with thread-block clusters): each
 // row is split over cluster_blocks blocks of kActQuantClusterThreads threads, `items` (1, 2 or 4)
@@ -38,7 +40,7 @@ struct ActElementwiseConfig {
 // cluster_blocks.
 struct ActQuantConfig {
   int block_threads = 256;
-  int items = 1;  // 1, 2, 4, 8, or 0: two passes
+  int items = 2;  // one-block path: 2, 4, or 0 (two passes); cluster path: 1, 2 or 4
   int64_t grid = 1;
   int cluster_blocks = 1;
   std::string to_string() const;
@@ -54,16 +56,21 @@ struct ActShape {
   int max_cluster_blocks = 1;  // 1: no clusters
 };
 
-constexpr int kActMaxQuantItems = 8;
+// One-block quantizing kernel: groups per thread it is compiled for (the fewest that fit the row
+// in a block of at most kActMaxBlockThreads threads is taken).
+constexpr int kActQuantMinItems = 2;
+constexpr int kActQuantMaxItems = 4;
 constexpr int kActMaxBlockThreads = 1024;
 constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
-// Elementwise kernels: threads per block, and the blocks per SM that the four-groups-per-thread
-// kernel is compiled to fit (its launch bound) and that a large batch's one wave counts on.
+// Elementwise kernels: threads per block; the most groups a thread takes (large batches); and the
+// most threads of one launch before the threads loop over the rows (2^27: a grid of 512K blocks,
+// hundreds of times what any GPU holds at once, so in practice every row has its own threads).
 constexpr int kActElementwiseThreads = 256;
-constexpr int kActElementwiseBlocksPerSm = 2;
+constexpr int kActElementwiseMaxUnroll = 2;
+constexpr int64_t kActMaxActiveThreads = int64_t{1} << 27;
 constexpr int kActQuantMaxClusterBlocks = 8;  // the portable cluster size
 // The elementwise kernels index their threads in 32 bits: a row may have at most this many
-// (rows of more than 4 * 8 * 2^31 elements, ~10^11, are refused with an error).
+// (rows of more than 2 * 8 * 2^31 elements, ~3 * 10^10, are refused with an error).
 constexpr int64_t kActMaxThreadsPerRow = (int64_t{1} << 31) - 1024;
 
 // Whether the elementwise kernels can take rows of this shape (see kActMaxThreadsPerRow).

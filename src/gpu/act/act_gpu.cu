@@ -33,12 +33,6 @@ Status run(ActLaunch& l, Activation act, int device) {
   if (l.kind == ActKernelKind::kQuantFp8) {
     l.quant = choose_act_quant_config(shape);
     l.args.cluster_blocks = l.quant.cluster_blocks;
-    // The registers path holds kQuantItems groups per thread; longer rows take two passes.
-    const int64_t groups = (shape.cols + shape.group_elems - 1) / shape.group_elems;
-    if (l.quant.cluster_blocks <= 1 && l.quant.items != 0 &&
-        groups > static_cast<int64_t>(l.quant.block_threads) * kQuantItems) {
-      l.quant.items = 0;
-    }
   } else {
     if (!act_elementwise_row_fits(shape)) {
       return Status::unsupported("act_and_mul: rows of " + std::to_string(shape.cols) +

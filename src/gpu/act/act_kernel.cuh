@@ -6,21 +6,21 @@
 // threads and nothing goes through shared memory. act_elementwise_kernel numbers its threads
 // flat over (row, thread of the row) slots, a row's threads taking its 16-byte groups strided,
 // so every thread has work whatever the row length (a 2D grid of power-of-two blocks left up to
-// a third of the threads of N = 11008 idle). Large batches take four groups per thread (64-128
-// bytes of loads in flight per thread, issued before any use) and one wave of resident threads
-// that loop over the rows, each thread loading its next row while it computes the current one;
-// small batches take one group per thread and spread a row over as many blocks as it has
-// groups / 256, so a decode step is one short dependent chain per thread.
+// a third of the threads of N = 11008 idle). The grid covers every row at once: large batches
+// take two groups per thread (two independent chains of math, all loads issued before any use),
+// small ones one group per thread, spreading a row over as many blocks as it has groups / 256,
+// so a decode step is one short dependent chain per thread. The exact math keeps the issue slots
+// busy, so it is many resident warps, not many loads per warp, that hide the memory latency.
 //
 // The quantized op needs the row's max |y| before it can write anything. Small batches (fewer
 // rows than SMs) on GPUs with thread-block clusters split each row over the blocks of a cluster
 // (act_quant_cluster_kernel): each block holds its slice of y in registers, and the blocks'
 // maxima meet through distributed shared memory, so a decode step spreads its math over several
 // SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y
-// for up to kQuantItems groups, keeps it in registers through the block-wide max, then scales,
-// converts and writes, reading the inputs once. Rows longer than kQuantItems groups per thread of
-// a 1024-thread block take the two-pass variant (max first, then recompute y and write), reading
-// the inputs twice, the second time mostly from L2.
+// for kItems (2 or 4) groups, keeps it in registers through the block-wide max, then scales,
+// converts and writes, reading the inputs once. Rows longer than four groups per thread of a
+// 1024-thread block take the two-pass variant (kItems = 0: max first, then recompute y and
+// write), reading the inputs twice, the second time mostly from L2.
 //
 // Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled
 // without contraction): float32 math, one rounding to the output dtype, and for fp8 the same
@@ -74,7 +74,6 @@ struct ActTraits {
   static constexpr int kLoad = kLoad_;
 };
 
-constexpr int kQuantItems = 4;          // registers path: groups of y per thread
 constexpr int kQuantMaxThreads = 1024;
 
 // One thread's inputs for one row: kUnroll groups of gate and up (and grad_out for backward).
@@ -136,16 +135,11 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
   }
 }
 
-// y = act(gate) * up (backward: grad_gate and grad_up) for kUnroll groups per thread.
-// The forward pass keeps the next row's loads in flight while it computes the current one (the
-// exact activation math takes long enough that, without that, a warp's loads would idle the
-// memory system for a large part of its time); the backward pass, with three inputs, has no
-// registers to spare for that.
+// y = act(gate) * up (backward: grad_gate and grad_up) for kUnroll groups per thread; a thread
+// loops over rows only when the batch has more rows than kActMaxActiveThreads' worth.
 template <class K, int kUnroll, bool kBackward>
-__global__ void __launch_bounds__(kActElementwiseThreads, kActElementwiseBlocksPerSm)
-    act_elementwise_kernel(ActKernelArgs a) {
+__global__ void __launch_bounds__(kActElementwiseThreads) act_elementwise_kernel(ActKernelArgs a) {
   constexpr int G = K::kGroup;
-  constexpr bool kPrefetch = !kBackward;
   wait_for_prior_grids();
   // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
   const uint32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
@@ -153,20 +147,10 @@ __global__ void __launch_bounds__(kActElementwiseThreads, kActElementwiseBlocksP
     const uint32_t row_in_pass = slot / a.threads_per_row;
     const int64_t first_col = static_cast<int64_t>(slot - row_in_pass * a.threads_per_row) * G;
     const int64_t col_step = static_cast<int64_t>(a.threads_per_row) * G;
-    const int64_t row_step = a.rows_per_pass;
-    int64_t row = row_in_pass;
-    ActInputs<K, kUnroll, kBackward> in;
-    if (kPrefetch && row < a.rows) in.load(a, row, first_col, col_step);
-    for (; row < a.rows; row += row_step) {
-      if constexpr (kPrefetch) {
-        ActInputs<K, kUnroll, kBackward> next;
-        if (row + row_step < a.rows) next.load(a, row + row_step, first_col, col_step);
-        act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
-        in = next;
-      } else {
-        in.load(a, row, first_col, col_step);
-        act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
-      }
+    for (int64_t row = row_in_pass; row < a.rows; row += a.rows_per_pass) {
+      ActInputs<K, kUnroll, kBackward> in;
+      in.load(a, row, first_col, col_step);
+      act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
     }
   }
   allow_dependent_grids();
@@ -217,9 +201,9 @@ FUSEKIT_DEVICE void quant_group_store(uint8_t* out, int64_t col, int64_t n,
   store_packed<uint8_t, K::kGroup, K::kLoad>(out, col, n, q);
 }
 
-// Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows).
-// kTwoPass: y is recomputed for the write instead of kept in registers.
-template <class K, class Format, int kWarp, bool kTwoPass>
+// Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows),
+// kItems groups of y per thread kept in registers, or (kItems == 0) y recomputed for the write.
+template <class K, class Format, int kWarp, int kItems>
 __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelArgs a) {
   if constexpr (!warp_size_compiled<kWarp>()) {
     return;
@@ -237,7 +221,7 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
       const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
       uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
       float max_abs = 0.0f;
-      if constexpr (kTwoPass) {
+      if constexpr (kItems == 0) {
         for (int64_t col = first_col; col < n; col += col_step) {
           float y[G];
           quant_group_values<K>(gate, up, col, n, y);
@@ -254,13 +238,13 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       } else {
-        float y[kQuantItems][G];
+        float y[kItems][G];
         max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_scale(scale);
 #pragma unroll
-        for (int i = 0; i < kQuantItems; ++i) {
+        for (int i = 0; i < kItems; ++i) {
           const int64_t col = first_col + i * col_step;
           if (col < n) quant_group_store<K, Format>(out, col, n, y[i], inverse);
         }

@@ -47,11 +47,13 @@ Status launch_act_kernel(const ActLaunch& l) {
                                     l.stream, l.pdl, blocks, l.args);
           });
         }
-        auto kernel = l.quant.items == 0 ? act_quant_kernel<K, F, kWarp, true>
-                                         : act_quant_kernel<K, F, kWarp, false>;
-        return launch(kernel, dim3(static_cast<unsigned>(l.quant.grid)),
-                      dim3(static_cast<unsigned>(l.quant.block_threads)), 0, l.stream, l.pdl,
-                      l.args);
+        return dispatch_int<kActQuantMinItems, kActQuantMaxItems, 0>(
+            l.quant.items, [&](auto items_tag) {
+              return launch(act_quant_kernel<K, F, kWarp, decltype(items_tag)::value>,
+                            dim3(static_cast<unsigned>(l.quant.grid)),
+                            dim3(static_cast<unsigned>(l.quant.block_threads)), 0, l.stream,
+                            l.pdl, l.args);
+            });
       });
     });
   } else {
@@ -60,8 +62,9 @@ Status launch_act_kernel(const ActLaunch& l) {
     const dim3 block(static_cast<unsigned>(c.block_threads));
     e = dispatch_bool(l.kind == ActKernelKind::kBackward, [&](auto backward_tag) {
       constexpr bool kBackward = decltype(backward_tag)::value;
-      auto kernel = c.unroll == 4 ? act_elementwise_kernel<K, 4, kBackward>
-                                  : act_elementwise_kernel<K, 1, kBackward>;
+      auto kernel = c.unroll == kActElementwiseMaxUnroll
+                        ? act_elementwise_kernel<K, kActElementwiseMaxUnroll, kBackward>
+                        : act_elementwise_kernel<K, 1, kBackward>;
       return launch(kernel, grid, block, 0, l.stream, l.pdl, l.args);
     });
   }
