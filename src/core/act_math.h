@@ -5,10 +5,11 @@
 // result is the reference the GPU must match bit for bit (output codes and scales). The math
 // libraries of glibc, CUDA and ROCm round exp and erfc differently in the last place, which would
 // move a value across an fp8 rounding boundary now and then. These versions use only operations
-// IEEE 754 defines exactly (+, *, /, fma, comparisons, bit moves), so they give the same bits on
-// every backend, as long as the compiler neither fuses a * b + c on its own nor flushes
-// subnormals: the sources that include this header are compiled with contraction off
-// (CMakeLists.txt: -ffp-contract=off, nvcc -fmad=false) and without fast-math. Accuracy: exp
+// IEEE 754 defines exactly (+, *, /, fma, comparisons, bit moves; core/host_device.h's
+// reciprocal is the IEEE division's result too), so they give the same bits on every backend, as
+// long as the compiler neither fuses a * b + c on its own nor flushes subnormals: the sources
+// that include this header are compiled with contraction off (CMakeLists.txt: -ffp-contract=off,
+// nvcc -fmad=false) and without fast-math. Accuracy: exp
 // within 2 ulp, erfc within about 5e-7 relative, so the activations are within a few ulp of the
 // float64 value, far inside the output dtype's rounding.
 //
@@ -64,13 +65,13 @@ FUSEKIT_HOST_DEVICE float portable_exp_neg(float a) {
   return (p * f1) * f2;
 }
 
-// x * sigmoid(t) = x / (1 + e^-t), from e = e^-|t| (which cannot overflow) and one division:
-// t >= 0: x / (1 + e);  t < 0: x e / (1 + e). Right for every finite x and t, including t = +-inf;
-// NaN in x or t gives NaN.
+// x * sigmoid(t) = x / (1 + e^-t), from e = e^-|t| (which cannot overflow) and one reciprocal:
+// t >= 0: x * (1 / (1 + e));  t < 0: x e * (1 / (1 + e)). Right for every finite x and t,
+// including t = +-inf; NaN in x or t gives NaN.
 FUSEKIT_HOST_DEVICE float mul_sigmoid(float x, float t) {
   const float e = portable_exp_neg(fabsf(t));
   const float numerator = t >= 0.0f ? x : x * e;
-  return numerator / (1.0f + e);
+  return numerator * reciprocal_1_to_16(1.0f + e);
 }
 
 // sigmoid(t) and sigmoid(-t) = 1 - sigmoid(t), each computed directly (no cancellation).
@@ -80,51 +81,50 @@ struct SigmoidPair {
 };
 FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
   const float e = portable_exp_neg(fabsf(t));
-  const float d = 1.0f + e;
+  const float inverse = reciprocal_1_to_16(1.0f + e);
   const bool nonneg = t >= 0.0f || t != t;  // NaN: both NaN through e
-  return {(nonneg ? 1.0f : e) / d, (nonneg ? e : 1.0f) / d};
+  return {nonneg ? inverse : e * inverse, nonneg ? e * inverse : inverse};
 }
 
 // erfc(x). |x| <= 1: 1 - x P(x^2). 1 < |x| <= 10.5: e^(-x^2) Q(1/x) / x, with e^(-x^2) corrected
 // for the rounding of x^2. Beyond 10.5 erfc underflows to 0 (2 for negative x). P and Q are
 // least-squares fits (relative error ~1e-7) of erf(x)/x in x^2 and of x e^(x^2) erfc(x) in 1/x.
+// Both forms are computed for every x (the second on |x| clamped into its range) and one is
+// selected: a branch per element would serialize a GPU thread's elements, and a warp whose
+// inputs straddle 1 runs both sides anyway.
 FUSEKIT_HOST_DEVICE float portable_erfc(float x) {
   const float a = fabsf(x);
-  float tail;  // erfc(|x|)
-  if (!(a <= 1.0f)) {
-    if (a > 10.5f) {
-      tail = a == a ? 0.0f : a;  // NaN stays NaN
-    } else {
-      const float u = 1.0f / a;
-      float q = -4.892137274e-02f;
-      q = fmaf(q, u, 2.404636592e-01f);
-      q = fmaf(q, u, -4.184852242e-01f);
-      q = fmaf(q, u, 1.251434237e-01f);
-      q = fmaf(q, u, 6.519162655e-01f);
-      q = fmaf(q, u, -1.148213863e+00f);
-      q = fmaf(q, u, 8.139593601e-01f);
-      q = fmaf(q, u, -7.939058542e-02f);
-      q = fmaf(q, u, -2.724549472e-01f);
-      q = fmaf(q, u, -6.405509193e-04f);
-      q = fmaf(q, u, 5.642073750e-01f);
-      const float sq = a * a;
-      const float sq_error = fmaf(a, a, -sq);  // a^2 = sq + sq_error exactly
-      const float e = portable_exp_neg(sq);
-      tail = fmaf(-sq_error, e, e) * (q * u);  // e^(-sq) (1 - sq_error) Q(u) / a
-    }
-  } else {
-    const float s = a * a;
-    float p = -5.625396152e-04f;
-    p = fmaf(p, s, 4.916023463e-03f);
-    p = fmaf(p, s, -2.670994960e-02f);
-    p = fmaf(p, s, 1.128013059e-01f);
-    p = fmaf(p, s, -3.761231899e-01f);
-    p = fmaf(p, s, 1.128379107e+00f);
-    const float erf_a = a * p;
-    if (x < 0.0f) return 1.0f + erf_a;
-    return 1.0f - erf_a;
-  }
-  return x < 0.0f ? 2.0f - tail : tail;
+  // |x| <= 1
+  const float s = a * a;
+  float p = -5.625396152e-04f;
+  p = fmaf(p, s, 4.916023463e-03f);
+  p = fmaf(p, s, -2.670994960e-02f);
+  p = fmaf(p, s, 1.128013059e-01f);
+  p = fmaf(p, s, -3.761231899e-01f);
+  p = fmaf(p, s, 1.128379107e+00f);
+  const float erf_a = a * p;
+  const float near = x < 0.0f ? 1.0f + erf_a : 1.0f - erf_a;
+  // 1 < |x| <= 10.5, on b = |x| clamped into that range (NaN stays NaN)
+  const float b = a < 1.0f ? 1.0f : (a > 10.5f ? 10.5f : a);
+  const float u = reciprocal_1_to_16(b);
+  float q = -4.892137274e-02f;
+  q = fmaf(q, u, 2.404636592e-01f);
+  q = fmaf(q, u, -4.184852242e-01f);
+  q = fmaf(q, u, 1.251434237e-01f);
+  q = fmaf(q, u, 6.519162655e-01f);
+  q = fmaf(q, u, -1.148213863e+00f);
+  q = fmaf(q, u, 8.139593601e-01f);
+  q = fmaf(q, u, -7.939058542e-02f);
+  q = fmaf(q, u, -2.724549472e-01f);
+  q = fmaf(q, u, -6.405509193e-04f);
+  q = fmaf(q, u, 5.642073750e-01f);
+  const float sq = b * b;
+  const float sq_error = fmaf(b, b, -sq);  // b^2 = sq + sq_error exactly
+  const float e = portable_exp_neg(sq);
+  float tail = fmaf(-sq_error, e, e) * (q * u);  // erfc(b) = e^(-sq) (1 - sq_error) Q(u) / b
+  if (a > 10.5f) tail = 0.0f;                   // underflow
+  const float far = x < 0.0f ? 2.0f - tail : tail;
+  return a <= 1.0f ? near : far;
 }
 
 // Value and derivative of each activation. `value` is what the forward kernels multiply by up.

@@ -5,7 +5,8 @@
 // The definitions meant for both sides (the fp8 formats in core/fp8.h, the activation math in
 // core/act_math.h) live under src/core/ and include no GPU header, so this test is about which
 // kind of compiler is running, not about CUDA versus HIP (that difference stays in
-// gpu/platform.h, which includes this header).
+// gpu/platform.h, which includes this header). The one exception is reciprocal_1_to_16 below,
+// whose CUDA form is a faster way to the same bits.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIP__)
@@ -13,3 +14,28 @@
 #else
 #define FUSEKIT_HOST_DEVICE inline
 #endif
+
+namespace fusekit::detail {
+
+// 1 / d rounded to nearest even, for 1 <= d <= 16 (and NaN for NaN), the same bits on every
+// backend. The activations divide only by such numbers (1 + e^-|t| and erfc's |x| in (1, 10.5]).
+// Why not just `1.0f / d` everywhere: nvcc's IEEE division checks each operand pair for the
+// ranges its fast path cannot take and branches to a slow path, and that branch, one per element,
+// keeps the compiler from interleaving the math of a thread's elements. For d in [1, 16] the fast
+// path always applies, so on CUDA devices this is that path alone, straight-line: the hardware
+// estimate refined by two Newton steps in fma, whose last rounding gives 1 / d correctly rounded
+// (checked on an H100 for every float of [1, 16] against nvcc's division, bench/NOTES.md; the
+// GPU tests compare the activations with the CPU's bit for bit, every bfloat16 gate included).
+// Elsewhere (host compilers, HIP) it is the IEEE division itself.
+FUSEKIT_HOST_DEVICE float reciprocal_1_to_16(float d) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  r = __fmaf_rn(r, __fmaf_rn(-d, r, 1.0f), r);
+  return __fmaf_rn(r, __fmaf_rn(-d, r, 1.0f), r);
+#else
+  return 1.0f / d;
+#endif
+}
+
+}  // namespace fusekit::detail

@@ -7,6 +7,7 @@
 // NaN propagates.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -156,6 +157,41 @@ TEST_P(ActValues, LargestFiniteInputsAndNaN) {
       }
     }
   }
+}
+
+// Every finite bfloat16 value as the gate (float32 inputs, so each is exact), random up: the GPU
+// writes the CPU's bits, forward, fp8 and backward. This walks the activations' every regime
+// (the exp reduction's range, the sigmoid's two signs, erfc's two forms, the reciprocal of
+// core/host_device.h over the divisors they reach) with far more values than the random cases.
+TEST_P(ActValues, EveryBf16GateGivesTheCpuBits) {
+  const auto [backend, act, mode] = GetParam();
+  if (backend != Backend::kGPU) GTEST_SKIP() << "compares the GPU with the CPU";
+  std::string reason;
+  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  ActCase c;
+  c.act = act;
+  c.mode = mode;
+  c.layout = ActLayout::kSplitSeparate;
+  c.dtype = DType::kFloat32;
+  c.rows = 256;  // 256 x 256 = every 16-bit pattern
+  c.cols = 256;
+  const ActFill fill = [&](ActRun& run, std::mt19937& rng) {
+    std::uniform_real_distribution<double> u(0.5, 2.0);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t j = 0; j < c.cols; ++j) {
+        const uint32_t bits = static_cast<uint32_t>(r * c.cols + j) << 16;
+        float g;
+        std::memcpy(&g, &bits, sizeof(g));
+        if (!std::isfinite(g)) g = 1.0f;  // inf and NaN have their own tests
+        run.in.set(r, j, g);
+        run.up.set(r, j, (j % 2 ? -1.0 : 1.0) * u(rng));
+        if (run.grad_out.cols() > 0) run.grad_out.set(r, j, u(rng));
+      }
+    }
+  };
+  const ActRun gpu = run_act_case(c, Backend::kGPU, fill);
+  ASSERT_TRUE(gpu.status.ok()) << gpu.status.message();
+  ASSERT_TRUE(same_act_outputs(c, gpu, run_act_case(c, Backend::kCPU, fill)));
 }
 
 // An all-zero row quantizes to zeros with the floor scale 1 / (fp8_max * 512).
