@@ -79,10 +79,15 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
             ASSERT_TRUE(q.items == kActQuantMinItems || q.items == kActQuantMaxItems);
             const int64_t covered = static_cast<int64_t>(q.block_threads) * q.items;
             ASSERT_GE(covered, groups);  // the row in registers
-            // No idle warp (blocks of at least 64 threads aside), and no fewer items would do.
+            // No idle warp (blocks of at least 64 threads aside); fewer items only where they
+            // would need more than the preferred block.
             if (q.block_threads > 64) ASSERT_LT(covered - s.warp_size * q.items, groups);
             if (q.items > kActQuantMinItems) {
-              ASSERT_GT(groups, static_cast<int64_t>(kActMaxBlockThreads) * (q.items / 2));
+              const int64_t warps_at_min =
+                  ceil_div(ceil_div(groups, kActQuantMinItems), s.warp_size);
+              ASSERT_GT(warps_at_min * s.warp_size, kActQuantPreferredThreads);
+            } else {
+              ASSERT_LE(q.block_threads, std::max(kActQuantPreferredThreads, 64));
             }
           } else {
             ASSERT_EQ(q.items, 0);
@@ -195,12 +200,16 @@ TEST(ActConfig, QuantKeepsRowsInRegistersUntilTheyDoNotFit) {
   EXPECT_EQ(q.items, 2);
   EXPECT_EQ(q.block_threads, 256);
   EXPECT_EQ(q.grid, 64);  // a block per row
-  s.cols = 14336;  // 1792 groups: two per thread of 896
+  s.cols = 14336;  // 1792 groups: two per thread would take 896 threads; four take 448
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.items, 4);
+  EXPECT_EQ(q.block_threads, 448);
+  s.cols = 11008;  // 1376 groups: four per thread of 344, rounded up to whole warps
+  EXPECT_EQ(choose_act_quant_config(s).block_threads, 352);
+  s.cols = 1024 * 8;  // 1024 groups: two per thread of 512
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 2);
-  EXPECT_EQ(q.block_threads, 896);
-  s.cols = 11008;  // 1376 groups: two per thread of 688, rounded up to whole warps
-  EXPECT_EQ(choose_act_quant_config(s).block_threads, 704);
+  EXPECT_EQ(q.block_threads, 512);
   s.cols = 2048 * 8 + 8;  // 2049 groups: four per thread
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 4);

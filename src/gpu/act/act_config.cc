@@ -82,22 +82,24 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
       }
     }
   }
-  // The fewest items per thread that fit the row in one block, and just the warps that needs: an
-  // H100 measured two groups per thread (blocks of up to 1024 threads, ~32 registers, two such
-  // blocks per SM) 4-9 points of copy bandwidth ahead of four per thread in half the threads
-  // (bench/NOTES.md, "Gated activations v4"). Rows beyond four groups per thread of the largest
-  // block take two passes.
+  // The fewest items per thread that fit the row in kActQuantPreferredThreads threads (four past
+  // that, in up to kActMaxBlockThreads), and just the warps that needs. Two blocks must fit an
+  // SM: one block's threads all wait at its max while the other's load. Blocks of 896 threads
+  // at two items (~50 registers, one block per SM) measured 49-54% of copy bandwidth on an H100
+  // where four items in 448-512 threads (two blocks per SM) had measured 58-64% (bench/NOTES.md,
+  // "Gated activations v4"). Rows past four items per thread of the largest block take two
+  // passes.
   const int64_t warp = shape.warp_size;
-  c.items = 0;
-  c.block_threads = kActMaxBlockThreads;
-  for (int items = kActQuantMinItems; items <= kActQuantMaxItems; items *= 2) {
-    const int64_t threads = ceil_div(ceil_div(groups, items), warp) * warp;
-    if (threads <= kActMaxBlockThreads) {
-      c.items = items;
-      c.block_threads = static_cast<int>(std::max<int64_t>(threads, 64));
-      break;
-    }
+  auto threads_for = [&](int items) { return ceil_div(ceil_div(groups, items), warp) * warp; };
+  if (threads_for(kActQuantMinItems) <= kActQuantPreferredThreads) {
+    c.items = kActQuantMinItems;
+  } else if (threads_for(kActQuantMaxItems) <= kActMaxBlockThreads) {
+    c.items = kActQuantMaxItems;
+  } else {
+    c.items = 0;
   }
+  c.block_threads = c.items > 0 ? static_cast<int>(std::max<int64_t>(threads_for(c.items), 64))
+                                : kActMaxBlockThreads;
   c.grid = std::max<int64_t>(1, std::min(shape.rows, kMaxGrid));
   return c;
 }

@@ -56,10 +56,11 @@ struct ActShape {
   int max_cluster_blocks = 1;  // 1: no clusters
 };
 
-// One-block quantizing kernel: groups per thread it is compiled for (the fewest that fit the row
-// in a block of at most kActMaxBlockThreads threads is taken).
+// One-block quantizing kernel: groups per thread it is compiled for, and the block size that
+// keeps two blocks per SM (act_config.cc says why).
 constexpr int kActQuantMinItems = 2;
 constexpr int kActQuantMaxItems = 4;
+constexpr int kActQuantPreferredThreads = 512;
 constexpr int kActMaxBlockThreads = 1024;
 constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
 // Elementwise kernels: threads per block; the most groups a thread takes (large batches); and the
