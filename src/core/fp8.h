@@ -124,13 +124,12 @@ FUSEKIT_HOST_DEVICE float fp8_to_float(uint8_t code) {
 // max(m, |v|) that propagates NaN. Without NaN the maximum of a set does not depend on the order
 // it is taken in, so a row's maximum is the same bits for any split of the row among threads.
 FUSEKIT_HOST_DEVICE float max_abs_accumulate(float m, float v) {
-  const float a = fabsf(v);
-  return (a > m || a != a) ? a : m;
+  return max_propagating_nan(m, fabsf(v));
 }
 
-// y clamped to float32's finite range (NaN stays NaN). A product act(g) * up beyond float32 (only
-// possible for float32 and bfloat16 inputs near their largest values) is quantized as +-FLT_MAX,
-// so its row's scale stays finite and the element saturates to +-fp8_max.
+// y clamped to float32's finite range (NaN stays NaN). A product beyond float32 (only possible
+// for float32 and bfloat16 inputs near their largest values) is quantized as +-FLT_MAX, so a
+// row's scale stays finite and the element saturates to +-fp8_max.
 FUSEKIT_HOST_DEVICE float saturate_to_float_range(float y) {
   constexpr float kLargest = 3.40282347e+38f;
   return fabsf(y) > kLargest ? (y > 0.0f ? kLargest : -kLargest) : y;
@@ -149,11 +148,16 @@ FUSEKIT_HOST_DEVICE uint8_t fp8_quantize(float y, float inverse_scale) {
 
 // The dynamic scale of a quantized row from its max|y|: max|y| / fp8_max, capped
 // by scale_upper_bound when that is > 0, floored at 1 / (fp8_max * 512). NaN gives the canonical
-// quiet NaN, so the scale's bits do not depend on which NaN of the row won.
+// quiet NaN, so the scale's bits do not depend on which NaN of the row won. A max beyond float32
+// (a product act(g) * up that overflowed) counts as FLT_MAX, so the scale stays finite.
+//
+// With a dynamic scale the row's elements need no such clamp: inverse >= fp8_max / FLT_MAX, so an
+// element of +-FLT_MAX and one of +-inf both reach fp8(+-fp8_max) (float_to_fp8 saturates), and
+// clamping only the max gives the codes that clamping every element would.
 template <class F>
 FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound) {
   constexpr float kMinScale = 1.0f / (F::kMax * 512.0f);
-  float s = max_abs / F::kMax;
+  float s = saturate_to_float_range(max_abs) / F::kMax;
   if (s != s) return fp8_bits_float(0x7FC00000u);
   if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;
   if (s < kMinScale) s = kMinScale;

@@ -38,8 +38,7 @@ void act_rows(const ActProblem& p) {
       }
       float max_abs = 0.0f;
       for (int64_t j = 0; j < n; ++j) {
-        y[static_cast<size_t>(j)] = saturate_to_float_range(ActMath<kAct>::value(to_float(gate[j])) *
-                                                            to_float(up[j]));
+        y[static_cast<size_t>(j)] = ActMath<kAct>::value(to_float(gate[j])) * to_float(up[j]);
         max_abs = max_abs_accumulate(max_abs, y[static_cast<size_t>(j)]);
       }
       uint8_t* out = static_cast<uint8_t*>(p.out) + row * p.out_stride;
