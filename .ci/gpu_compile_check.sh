@@ -96,7 +96,8 @@ done
 # sit in each warp-dependent kernel's template list (1-based; the kernels' declarations):
 #   NormTraits<kKind, kAdd, TX, TW, TR, kLoad, kWarp, Fp8>          (norm registers/staged kernels)
 #   norm_backward_rows_kernel<TG, TH, TW, kGroup, kLoad, kWarp>
-#   act_quant_kernel<K, Format, kWarp, kItems>, act_quant_cluster_kernel<K, Format, kWarp, kItems>
+#   act_quant_kernel<K, Format, kWarp, kItems, kMaxThreads>,
+#   act_quant_cluster_kernel<K, Format, kWarp, kItems>
 # Other kernels (elementwise, column reductions) do not depend on the warp size: kWarp 0.
 # A kernel of a listed family whose kWarp is not 32 or 64 fails the check (a changed signature).
 cut -f10 "$table" | "$llvm_bin/llvm-cxxfilt" >"$work/names.txt"

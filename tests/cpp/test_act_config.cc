@@ -76,23 +76,15 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           }
           ASSERT_EQ(q.cluster_blocks, 1);
           if (q.items > 0) {
-            ASSERT_TRUE(q.items == kActQuantMinItems || q.items == kActQuantMaxItems);
+            ASSERT_EQ(q.items, kActQuantItems);
             const int64_t covered = static_cast<int64_t>(q.block_threads) * q.items;
             ASSERT_GE(covered, groups);  // the row in registers
-            // No idle warp (blocks of at least 64 threads aside); fewer items only where they
-            // would need more than the preferred block.
+            // No idle warp (blocks of at least 64 threads aside).
             if (q.block_threads > 64) ASSERT_LT(covered - s.warp_size * q.items, groups);
-            if (q.items > kActQuantMinItems) {
-              const int64_t warps_at_min =
-                  ceil_div(ceil_div(groups, kActQuantMinItems), s.warp_size);
-              ASSERT_GT(warps_at_min * s.warp_size, kActQuantPreferredThreads);
-            } else {
-              ASSERT_LE(q.block_threads, std::max(kActQuantPreferredThreads, 64));
-            }
           } else {
             ASSERT_EQ(q.items, 0);
             ASSERT_EQ(q.block_threads, kActMaxBlockThreads);
-            ASSERT_GT(groups, static_cast<int64_t>(kActMaxBlockThreads) * kActQuantMaxItems);
+            ASSERT_GT(groups, static_cast<int64_t>(kActMaxBlockThreads) * kActQuantItems);
           }
           ASSERT_GE(q.grid, 1);
           ASSERT_LE(q.grid, kMaxGridX);
@@ -195,25 +187,23 @@ TEST(ActConfig, QuantKeepsRowsInRegistersUntilTheyDoNotFit) {
   ActShape s = device_shape(0);
   s.max_cluster_blocks = 1;  // the one-block-per-row path (DecodeSteps... covers clusters)
   s.rows = 64;
-  s.cols = 4096;  // 512 groups: two per thread of 256
+  s.cols = 4096;  // 512 groups: four per thread of 128
   ActQuantConfig q = choose_act_quant_config(s);
-  EXPECT_EQ(q.items, 2);
-  EXPECT_EQ(q.block_threads, 256);
+  EXPECT_EQ(q.items, 4);
+  EXPECT_EQ(q.block_threads, 128);
   EXPECT_EQ(q.grid, 64);  // a block per row
-  s.cols = 14336;  // 1792 groups: two per thread would take 896 threads; four take 448
+  s.cols = 14336;  // 1792 groups: four per thread of 448, the compact build
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 4);
   EXPECT_EQ(q.block_threads, 448);
+  EXPECT_LE(q.block_threads, kActQuantCompactThreads);
   s.cols = 11008;  // 1376 groups: four per thread of 344, rounded up to whole warps
   EXPECT_EQ(choose_act_quant_config(s).block_threads, 352);
-  s.cols = 1024 * 8;  // 1024 groups: two per thread of 512
-  q = choose_act_quant_config(s);
-  EXPECT_EQ(q.items, 2);
-  EXPECT_EQ(q.block_threads, 512);
-  s.cols = 2048 * 8 + 8;  // 2049 groups: four per thread
+  s.cols = 2048 * 8 + 8;  // 2049 groups: past the compact build, into the wide one
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 4);
   EXPECT_EQ(q.block_threads, 544);
+  EXPECT_GT(q.block_threads, kActQuantCompactThreads);
   s.cols = 4096 * 8;  // exactly 1024 threads x 4 groups
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 4);

@@ -82,24 +82,24 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
       }
     }
   }
-  // The fewest items per thread that fit the row in kActQuantPreferredThreads threads (four past
-  // that, in up to kActMaxBlockThreads), and just the warps that needs. Two blocks must fit an
-  // SM: one block's threads all wait at its max while the other's load. Blocks of 896 threads
-  // at two items (~50 registers, one block per SM) measured 49-54% of copy bandwidth on an H100
-  // where four items in 448-512 threads (two blocks per SM) had measured 58-64% (bench/NOTES.md,
-  // "Gated activations v4"). Rows past four items per thread of the largest block take two
-  // passes.
+  // Four groups per thread kept in registers, in just the warps the row needs. The kernel does
+  // the activation math, a block-wide max, then the scaling and conversion; with one row per
+  // block it is the number of resident blocks that lets one block's math overlap another's loads,
+  // and the math keeps the issue slots busy. Measured on an H100 at N = 11008 and 14336
+  // (bench/NOTES.md, "fp8 act_and_mul"): four groups in 352-448 threads with registers capped
+  // for three blocks per SM reached 66-77% of copy bandwidth, against 59-73% for the same blocks
+  // at two per SM and 63-73% for two groups per thread in 704-896 threads at two per SM. Rows
+  // past 512 threads take the wide build (one or two blocks per SM), and rows past four groups
+  // per thread of a 1024-thread block two passes.
   const int64_t warp = shape.warp_size;
-  auto threads_for = [&](int items) { return ceil_div(ceil_div(groups, items), warp) * warp; };
-  if (threads_for(kActQuantMinItems) <= kActQuantPreferredThreads) {
-    c.items = kActQuantMinItems;
-  } else if (threads_for(kActQuantMaxItems) <= kActMaxBlockThreads) {
-    c.items = kActQuantMaxItems;
+  const int64_t threads = ceil_div(ceil_div(groups, kActQuantItems), warp) * warp;
+  if (threads <= kActMaxBlockThreads) {
+    c.items = kActQuantItems;
+    c.block_threads = static_cast<int>(std::max<int64_t>(threads, 64));
   } else {
     c.items = 0;
+    c.block_threads = kActMaxBlockThreads;
   }
-  c.block_threads = c.items > 0 ? static_cast<int>(std::max<int64_t>(threads_for(c.items), 64))
-                                : kActMaxBlockThreads;
   c.grid = std::max<int64_t>(1, std::min(shape.rows, kMaxGrid));
   return c;
 }

@@ -30,9 +30,9 @@ struct ActElementwiseConfig {
 
 // Quantizing kernels: one row per block, grid-stride over rows. With items > 0 each of the
 // block's threads keeps `items` groups of y in registers between the row's max and its write
-// (one read of the inputs), and the block has just the warps the row needs; items == 0 is the
-// two-pass path for rows too long for that (the inputs are read twice, the second time mostly
-// from L2).
+// (one read of the inputs), and the block has just the warps the row needs (blocks of at most
+// kActQuantCompactThreads run the compact build, see below); items == 0 is the two-pass path for
+// rows too long for that (the inputs are read twice, the second time mostly from L2).
 //
 // Cluster path (cluster_blocks > 1; fewer rows than SMs, on GPUs with thread-block clusters): each
 // row is split over cluster_blocks blocks of kActQuantClusterThreads threads, `items` (1, 2 or 4)
@@ -40,7 +40,7 @@ struct ActElementwiseConfig {
 // cluster_blocks.
 struct ActQuantConfig {
   int block_threads = 256;
-  int items = 2;  // one-block path: 2, 4, or 0 (two passes); cluster path: 1, 2 or 4
+  int items = 4;  // one-block path: 4, or 0 (two passes); cluster path: 1, 2 or 4
   int64_t grid = 1;
   int cluster_blocks = 1;
   std::string to_string() const;
@@ -56,11 +56,13 @@ struct ActShape {
   int max_cluster_blocks = 1;  // 1: no clusters
 };
 
-// One-block quantizing kernel: groups per thread it is compiled for, and the block size that
-// keeps two blocks per SM (act_config.cc says why).
-constexpr int kActQuantMinItems = 2;
-constexpr int kActQuantMaxItems = 4;
-constexpr int kActQuantPreferredThreads = 512;
+// One-block quantizing kernel: the groups each thread keeps in registers, and the two builds of
+// it: compact blocks (up to kActQuantCompactThreads threads, registers capped so that
+// kActQuantCompactBlocksPerSm of them fit an SM) and wide ones (up to kActMaxBlockThreads, for
+// longer rows). act_config.cc says why.
+constexpr int kActQuantItems = 4;
+constexpr int kActQuantCompactThreads = 448;
+constexpr int kActQuantCompactBlocksPerSm = 3;
 constexpr int kActMaxBlockThreads = 1024;
 constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
 // Elementwise kernels: threads per block; the most groups a thread takes (large batches); and the

@@ -17,10 +17,12 @@
 // (act_quant_cluster_kernel): each block holds its slice of y in registers, and the blocks'
 // maxima meet through distributed shared memory, so a decode step spreads its math over several
 // SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y
-// for kItems (2 or 4) groups, keeps it in registers through the block-wide max, then scales,
-// converts and writes, reading the inputs once. Rows longer than four groups per thread of a
-// 1024-thread block take the two-pass variant (kItems = 0: max first, then recompute y and
-// write), reading the inputs twice, the second time mostly from L2.
+// for kItems (4) groups, keeps it in registers through the block-wide max, then scales, converts
+// and writes, reading the inputs once. Rows longer than four groups per thread of a 1024-thread
+// block take the two-pass variant (kItems = 0: max first, then recompute y and write), reading
+// the inputs twice, the second time mostly from L2. The row max is taken with max.NaN where the
+// GPU has it (core/host_device.h) and only the max is clamped to float32's range (core/fp8.h):
+// the per-element work beyond the plain op is one max, one multiply and half a conversion.
 //
 // Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled
 // without contraction): float32 math, one rounding to the output dtype, and for fp8 the same
@@ -73,8 +75,6 @@ struct ActTraits {
   static constexpr int kGroup = 16 / static_cast<int>(sizeof(T_));
   static constexpr int kLoad = kLoad_;
 };
-
-constexpr int kQuantMaxThreads = 1024;
 
 // One thread's inputs for one row: kUnroll groups of gate and up (and grad_out for backward).
 template <class K, int kUnroll, bool kBackward>
@@ -156,32 +156,33 @@ __global__ void __launch_bounds__(kActElementwiseThreads) act_elementwise_kernel
   allow_dependent_grids();
 }
 
-// y for one group, saturated to float32's range; elements past the row are 0 (they do not move
-// the max, which starts at 0).
-template <class K>
+// y for one group (unclamped: fp8_row_scale clamps the max, core/fp8.h); elements past the row
+// are 0 (they do not move the max, which starts at 0).
+template <class K, typename Index>
 FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename K::T* up,
-                                       int64_t col, int64_t n, float (&y)[K::kGroup]) {
+                                       Index col, Index n, float (&y)[K::kGroup]) {
   constexpr int G = K::kGroup;
   float gf[G], uf[G];
   load_group<typename K::T, G, K::kLoad>(gate, col, n, gf);
   load_group<typename K::T, G, K::kLoad>(up, col, n, uf);
 #pragma unroll
   for (int e = 0; e < G; ++e) {
-    y[e] = detail::saturate_to_float_range(ActMath<K::kAct>::value(gf[e]) * uf[e]);
+    y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
   }
 }
 
 // y for kItems groups of one thread (first_col, then col_step apart), kept for the write, and
-// their max |y| (groups past the row are 0).
-template <class K, int kItems>
+// their max |y| (groups past the row are 0). Index: int64_t, or int where the row is known to be
+// short (fewer registers).
+template <class K, int kItems, typename Index>
 FUSEKIT_DEVICE float quant_items_values(const typename K::T* gate, const typename K::T* up,
-                                        int64_t first_col, int64_t col_step, int64_t n,
+                                        Index first_col, Index col_step, Index n,
                                         float (&y)[kItems][K::kGroup]) {
   constexpr int G = K::kGroup;
   float max_abs = 0.0f;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    const int64_t col = first_col + i * col_step;
+    const Index col = first_col + i * col_step;
     if (col < n) {
       quant_group_values<K>(gate, up, col, n, y[i]);
     } else {
@@ -194,23 +195,31 @@ FUSEKIT_DEVICE float quant_items_values(const typename K::T* gate, const typenam
   return max_abs;
 }
 
-template <class K, class Format>
-FUSEKIT_DEVICE void quant_group_store(uint8_t* out, int64_t col, int64_t n,
+template <class K, class Format, typename Index>
+FUSEKIT_DEVICE void quant_group_store(uint8_t* out, Index col, Index n,
                                       const float (&y)[K::kGroup], float inverse_scale) {
   const Packed<uint8_t, K::kGroup> q = quantize_group<Format>(y, inverse_scale);
   store_packed<uint8_t, K::kGroup, K::kLoad>(out, col, n, q);
 }
 
-// Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows),
-// kItems groups of y per thread kept in registers, or (kItems == 0) y recomputed for the write.
-template <class K, class Format, int kWarp, int kItems>
-__global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelArgs a) {
+// Blocks of an act_quant_kernel build that must fit an SM at once: the compact build caps its
+// registers so that kActQuantCompactBlocksPerSm do (act_config.cc says why).
+constexpr int quant_min_blocks_per_sm(int max_threads) {
+  return max_threads == kActQuantCompactThreads ? kActQuantCompactBlocksPerSm : 1;
+}
+
+// Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows) of
+// at most kMaxThreads threads, kItems groups of y per thread kept in registers, or (kItems == 0)
+// y recomputed for the write.
+template <class K, class Format, int kWarp, int kItems, int kMaxThreads>
+__global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThreads))
+    act_quant_kernel(ActKernelArgs a) {
   if constexpr (!warp_size_compiled<kWarp>()) {
     return;
   } else {
     using T = typename K::T;
     constexpr int G = K::kGroup;
-    constexpr int kMaxWarps = kQuantMaxThreads / kWarp;
+    constexpr int kMaxWarps = kMaxThreads / kWarp;
     __shared__ float scratch[kMaxWarps];
     wait_for_prior_grids();
     const int64_t n = a.cols;
@@ -238,15 +247,20 @@ __global__ void __launch_bounds__(kQuantMaxThreads) act_quant_kernel(ActKernelAr
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       } else {
+        // The row fits kMaxThreads * kItems groups here (the config's promise), so its columns
+        // are 32-bit: fewer registers to keep next to y.
+        const int cols = static_cast<int>(n);
+        const int first = static_cast<int>(threadIdx.x) * G;
+        const int step = static_cast<int>(blockDim.x) * G;
         float y[kItems][G];
-        max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
+        max_abs = quant_items_values<K>(gate, up, first, step, cols, y);
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_scale(scale);
 #pragma unroll
         for (int i = 0; i < kItems; ++i) {
-          const int64_t col = first_col + i * col_step;
-          if (col < n) quant_group_store<K, Format>(out, col, n, y[i], inverse);
+          const int col = first + i * step;
+          if (col < cols) quant_group_store<K, Format>(out, col, cols, y[i], inverse);
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       }

@@ -47,13 +47,14 @@ Status launch_act_kernel(const ActLaunch& l) {
                                     l.stream, l.pdl, blocks, l.args);
           });
         }
-        return dispatch_int<kActQuantMinItems, kActQuantMaxItems, 0>(
-            l.quant.items, [&](auto items_tag) {
-              return launch(act_quant_kernel<K, F, kWarp, decltype(items_tag)::value>,
-                            dim3(static_cast<unsigned>(l.quant.grid)),
-                            dim3(static_cast<unsigned>(l.quant.block_threads)), 0, l.stream,
-                            l.pdl, l.args);
-            });
+        const dim3 grid(static_cast<unsigned>(l.quant.grid));
+        const dim3 block(static_cast<unsigned>(l.quant.block_threads));
+        auto kernel = l.quant.items == 0
+                          ? act_quant_kernel<K, F, kWarp, 0, kActMaxBlockThreads>
+                      : l.quant.block_threads <= kActQuantCompactThreads
+                          ? act_quant_kernel<K, F, kWarp, kActQuantItems, kActQuantCompactThreads>
+                          : act_quant_kernel<K, F, kWarp, kActQuantItems, kActMaxBlockThreads>;
+        return launch(kernel, grid, block, 0, l.stream, l.pdl, l.args);
       });
     });
   } else {
