@@ -1,8 +1,9 @@
 // Gated activations against the float64 reference on every backend: each activation, forward,
 // fp8-quantized (both formats) and backward, over dtypes, N in {1, 7, 769, 5125, 14336}, M in
 // {0, 1, 3, 257}, the fused [..., 2N] input, two strided halves of one buffer and two separate
-// buffers, padded rows, unaligned bases and rank-3 views. Outputs start poisoned with NaN. On the
-// GPU every output (fp8 codes and scales included) must also equal the CPU backend's bit for bit.
+// buffers (fp8 also 160 rows of 14336-40003), padded rows, unaligned bases and rank-3 views.
+// Outputs start poisoned with NaN. On the GPU every output (fp8 codes and scales included) must
+// also equal the CPU backend's bit for bit.
 // Then the overflow cases: the largest finite inputs give the right values and never NaN, and
 // NaN propagates.
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "act_cases.h"
@@ -87,6 +89,23 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
     c.scale_upper_bound = 1e-3f;
     c.seed = seed++;
     cases.push_back(c);
+    // More rows than an H100 has SMs, so each row gets a block of its own, with rows long enough
+    // for each build of that kernel: 2500 groups (640 threads, the wide build), 3584 float32
+    // groups (896 threads) and 5001 groups (past 1024 threads x 4: two passes).
+    const std::pair<DType, int64_t> long_rows[] = {
+        {DType::kBFloat16, 20000}, {DType::kFloat32, 14336}, {DType::kBFloat16, 40003}};
+    for (const auto& [dtype, n] : long_rows) {
+      ActCase l;
+      l.act = act;
+      l.mode = mode;
+      l.dtype = dtype;
+      l.rows = 160;
+      l.cols = n;
+      l.in_pad = n % 2 == 1 ? 3 : 0;
+      l.in_offset = n % 2 == 1 ? 1 : 0;
+      l.seed = seed++;
+      cases.push_back(l);
+    }
   }
   return cases;
 }
