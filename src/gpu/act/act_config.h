@@ -69,11 +69,6 @@ constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
 // most threads of one launch before the threads loop over the rows (2^27: a grid of 512K blocks,
 // hundreds of times what any GPU holds at once, so in practice every row has its own threads).
 constexpr int kActElementwiseThreads = 256;
-// silu's forward kernel caps its registers for this many blocks per SM (40 registers, against 60
-// uncapped: four blocks). Measured on an H100 (bench/NOTES.md, "fp8 act_and_mul"): 97-98% of copy
-// bandwidth at M = 2048, N = 11008 / 14336, against 90-93% uncapped; eight blocks (32 registers)
-// spill and fall to 64-68%; gelu (erf), whose math is the limit, lost 6-8 points at six.
-constexpr int kActSiluForwardBlocksPerSm = 6;
 constexpr int kActElementwiseMaxUnroll = 2;
 constexpr int64_t kActMaxActiveThreads = int64_t{1} << 27;
 constexpr int kActQuantMaxClusterBlocks = 8;  // the portable cluster size

@@ -137,16 +137,8 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
 
 // y = act(gate) * up (backward: grad_gate and grad_up) for kUnroll groups per thread; a thread
 // loops over rows only when the batch has more rows than kActMaxActiveThreads' worth.
-// Blocks of the elementwise kernel that must fit an SM at once (the register cap): only silu's
-// forward pass gains from capping (act_config.h).
-constexpr int elementwise_min_blocks_per_sm(Activation act, bool backward) {
-  return act == Activation::kSilu && !backward ? kActSiluForwardBlocksPerSm : 1;
-}
-
 template <class K, int kUnroll, bool kBackward>
-__global__ void __launch_bounds__(kActElementwiseThreads,
-                                  elementwise_min_blocks_per_sm(K::kAct, kBackward))
-    act_elementwise_kernel(ActKernelArgs a) {
+__global__ void __launch_bounds__(kActElementwiseThreads) act_elementwise_kernel(ActKernelArgs a) {
   constexpr int G = K::kGroup;
   wait_for_prior_grids();
   // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
