@@ -212,6 +212,48 @@ TEST_P(Fp8Test, RandomFloatsMatchTheNearestValueOracle) {
   }
 }
 
+// A quantized row's max: NaN wins whichever side it is on, and otherwise it is the largest |v|.
+TEST(Fp8RowMax, PropagatesNaNAndTakesTheLargestMagnitude) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(max_abs_accumulate(0.0f, -3.5f), 3.5f);
+  EXPECT_EQ(max_abs_accumulate(3.5f, 2.0f), 3.5f);
+  EXPECT_EQ(max_abs_accumulate(2.0f, -std::numeric_limits<float>::infinity()),
+            std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(max_abs_accumulate(1.0f, nan)));
+  EXPECT_TRUE(std::isnan(max_abs_accumulate(nan, 1.0f)));
+  EXPECT_TRUE(std::isnan(max_abs_accumulate(nan, 0.0f)));
+}
+
+// The dynamic scale clamps an overflowed row max (an act(g) * up beyond float32) to FLT_MAX, so it
+// stays finite; and with any dynamic scale an element of +-inf gets the same code as one clamped
+// to +-FLT_MAX, which is why the kernels clamp only the max, not every element.
+TEST_P(Fp8Test, DynamicScaleTreatsInfinityAsFltMax) {
+  const FormatSpec& s = GetParam();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float flt_max = std::numeric_limits<float>::max();
+  dispatch_fp8_format(s.format, [&](auto format_tag) {
+    using F = decltype(format_tag);
+    EXPECT_EQ(fp8_row_scale<F>(inf, 0.0f), flt_max / static_cast<float>(s.max));
+    EXPECT_EQ(fp8_row_scale<F>(inf, 0.0f), fp8_row_scale<F>(flt_max, 0.0f));
+    EXPECT_TRUE(std::isnan(fp8_row_scale<F>(std::numeric_limits<float>::quiet_NaN(), 0.0f)));
+    const int max_code = positive_codes(s).back();
+    // Scales a row can get: from its max (an overflowed one included), capped by a bound, or
+    // raised to the floor.
+    for (float row_max : {inf, flt_max, 3e38f, 1e30f, 448.0f, 1.0f, 1e-30f, 0.0f}) {
+      for (float bound : {0.0f, 1e-3f, 1.0f, 1e30f}) {
+        const float scale = fp8_row_scale<F>(row_max, bound);
+        EXPECT_TRUE(std::isfinite(scale) && scale > 0.0f) << row_max << " " << bound;
+        const float inverse = fp8_inverse_scale(scale);
+        for (float sign : {1.0f, -1.0f}) {
+          const int want = sign > 0 ? max_code : (max_code | 0x80);
+          EXPECT_EQ(fp8_quantize<F>(sign * inf, inverse), want) << row_max << " " << bound;
+          EXPECT_EQ(fp8_quantize<F>(sign * flt_max, inverse), want) << row_max << " " << bound;
+        }
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8Test, ::testing::ValuesIn(kFormats),
                          [](const ::testing::TestParamInfo<FormatSpec>& info) {
                            return std::string(fp8_format_name(info.param.format));
