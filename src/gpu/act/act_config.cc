@@ -88,9 +88,11 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   // and the math keeps the issue slots busy. Measured on an H100 at N = 11008 and 14336
   // (bench/NOTES.md, "fp8 act_and_mul"): four groups in 352-448 threads with registers capped
   // for three blocks per SM reached 66-77% of copy bandwidth, against 59-73% for the same blocks
-  // at two per SM and 63-73% for two groups per thread in 704-896 threads at two per SM. Rows
-  // past 512 threads take the wide build (one or two blocks per SM), and rows past four groups
-  // per thread of a 1024-thread block two passes.
+  // at two per SM and 63-73% for two groups per thread in 704-896 threads at two per SM. The
+  // compact build takes rows of up to 448 threads (N = 14336 in 16-bit types), the longest
+  // measured; ptxas caps it at 40 registers, which would also fit three blocks of 512. Longer
+  // rows take the wide build (one or two blocks per SM), and rows past four groups per thread of
+  // a 1024-thread block two passes.
   const int64_t warp = shape.warp_size;
   const int64_t threads = ceil_div(ceil_div(groups, kActQuantItems), warp) * warp;
   if (threads <= kActMaxBlockThreads) {
