@@ -1,7 +1,7 @@
 // The gated activations (SiLU, GELU with tanh, GELU with erf) and their derivatives in float32,
 // written once for the CPU backend and the GPU kernels.
 //
-// Why our own exp and erfc. The fp8 forms quantize each row by its largest |y|, and the CPU
+// Why our own exp and normal CDF. The fp8 forms quantize each row by its largest |y|, and the CPU
 // result is the reference the GPU must match bit for bit (output codes and scales). The math
 // libraries of glibc, CUDA and ROCm round exp and erfc differently in the last place, which would
 // move a value across an fp8 rounding boundary now and then. These versions use only operations
@@ -9,14 +9,16 @@
 // reciprocal is the IEEE division's result too), so they give the same bits on every backend, as
 // long as the compiler neither fuses a * b + c on its own nor flushes subnormals: the sources
 // that include this header are compiled with contraction off (CMakeLists.txt: -ffp-contract=off,
-// nvcc -fmad=false) and without fast-math. Accuracy: exp
-// within 2 ulp, erfc within about 5e-7 relative, so the activations are within a few ulp of the
-// float64 value, far inside the output dtype's rounding.
+// nvcc -fmad=false) and without fast-math. Accuracy: exp within 2 ulp, the normal CDF within about
+// 3e-7 relative, so the activations are within a few ulp of the float64 value, far inside the
+// output dtype's rounding. Cost matters as much: the forward kernels are memory-bound only while
+// the math stays under a few dozen instructions per element, so each function here is written
+// as straight-line code with the fewest operations that keep that accuracy.
 //
 // Overflow. Every finite input gives the mathematically right value and never NaN: the sigmoid
 // takes the form that cannot overflow for each sign, gelu_tanh uses 0.5 * (1 + tanh(z)) =
-// sigmoid(2z) (no tanh of a huge argument, no cancellation of 1 + tanh(z) near -1), gelu uses
-// 0.5 * erfc(-x / sqrt(2)), and products of an infinite intermediate with a vanishing factor are
+// sigmoid(2z) (no tanh of a huge argument, no cancellation of 1 + tanh(z) near -1), gelu's normal
+// CDF is never 1 - (something near 1) on the negative side, and products of an infinite intermediate with a vanishing factor are
 // never formed (a derivative term that must vanish is selected to 0). NaN in gives NaN out.
 #pragma once
 
@@ -30,39 +32,39 @@
 namespace fusekit::detail {
 
 // e^-a for a >= 0, without a branch or a float <-> int conversion. Cody-Waite reduction
-// a = n ln2 - r (n = round(a / ln2), |r| <= ln2 / 2, exact with fma), a degree-7 Taylor
-// polynomial for e^r (truncation < 6e-9), then 2^-n applied as two exact power-of-two factors
-// built from n's bits, so a result in the subnormal range is rounded once (n itself is the low
-// bits of a * log2(e) + 1.5 * 2^23, which that addition rounds to an integer). Inputs beyond 104
-// are clamped there: e^-104 already rounds to 0. Accuracy: within 2 ulp. NaN in gives NaN out.
-// About 20 instructions, none of them a branch or a conversion, since the forward kernels have
-// only a few dozen instructions per element to spend before they stop being memory-bound.
+// a = n ln2 - r (n = round(a / ln2), |r| <= ln2 / 2, exact with fma), a degree-6 polynomial for
+// e^r (a minimax fit of relative error 3.1e-9 with the first two coefficients held at 1; see
+// dev/fit_normal_cdf.py), then 2^-n applied so that a result in the subnormal
+// range is rounded once. n itself is the low bits of k = a * log2(e) + 1.5 * 2^23, which that
+// addition rounds to an integer. The polynomial's coefficients carry a factor 2^64 (exact: a power
+// of two commutes with every rounding while nothing overflows), so p * 2^(64 - n) is a normal float
+// for every n in 0 .. 150 and is formed by one integer subtraction from p's exponent bits
+// (k's bits shifted left by 23 are n << 23: the constant's own bits shift out); the final
+// multiply by 2^-64 is the one rounding. Inputs beyond 104 are clamped there: e^-104 already
+// rounds to 0. Accuracy: within 2 ulp. NaN in gives NaN out (added back as c - c, since the
+// exponent arithmetic would turn a NaN into a number). About 15 instructions, since the forward
+// kernels have only a few dozen per element to spend before they stop being memory-bound.
 FUSEKIT_HOST_DEVICE float portable_exp_neg(float a) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // 12 bits: n * kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723e-06f;
   constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: k's last bits hold round(a log2e)
-  constexpr uint32_t kRoundMagicBits = 0x4B400000u;
+  constexpr float kTwo64 = 18446744073709551616.0f;  // 2^64
+  constexpr float kTwoMinus64 = 5.42101086242752217e-20f;  // 2^-64
   const float c = a > 104.0f ? 104.0f : a;  // NaN stays NaN
   const float k = fmaf(c, kLog2e, kRoundMagic);
   const float n = k - kRoundMagic;  // 0 .. 150, exact
   float r = fmaf(n, kLn2Hi, -c);
   r = fmaf(n, kLn2Lo, r);
-  float p = 1.0f / 5040.0f;
-  p = fmaf(p, r, 1.0f / 720.0f);
-  p = fmaf(p, r, 1.0f / 120.0f);
-  p = fmaf(p, r, 1.0f / 24.0f);
-  p = fmaf(p, r, 1.0f / 6.0f);
-  p = fmaf(p, r, 0.5f);
-  p = fmaf(p, r, 1.0f);
-  p = fmaf(p, r, 1.0f);
-  // 2^-n = 2^-h1 * 2^-h2 with h1, h2 <= 75: both normal floats, so p * 2^-h1 is exact.
-  const uint32_t ni = fp8_float_bits(k) - kRoundMagicBits;  // garbage for NaN; p is NaN then
-  const uint32_t h1 = ni >> 1;
-  const uint32_t h2 = ni - h1;
-  const float f1 = fp8_bits_float((127u - h1) << 23);
-  const float f2 = fp8_bits_float((127u - h2) << 23);
-  return (p * f1) * f2;
+  float p = kTwo64 * 1.381452765e-03f;
+  p = fmaf(p, r, kTwo64 * 8.368746367e-03f);
+  p = fmaf(p, r, kTwo64 * 4.166839105e-02f);
+  p = fmaf(p, r, kTwo64 * 1.666652039e-01f);
+  p = fmaf(p, r, kTwo64 * 4.999999343e-01f);
+  p = fmaf(p, r, kTwo64);
+  p = fmaf(p, r, kTwo64);  // 2^64 e^r
+  const float scaled = fp8_bits_float(fp8_float_bits(p) - (fp8_float_bits(k) << 23));
+  return fmaf(scaled, kTwoMinus64, c - c);  // c - c: 0, or NaN for NaN
 }
 
 // x * sigmoid(t) = x / (1 + e^-t), from e = e^-|t| (which cannot overflow) and one reciprocal:
@@ -86,45 +88,38 @@ FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
   return {nonneg ? inverse : e * inverse, nonneg ? e * inverse : inverse};
 }
 
-// erfc(x). |x| <= 1: 1 - x P(x^2). 1 < |x| <= 10.5: e^(-x^2) Q(1/x) / x, with e^(-x^2) corrected
-// for the rounding of x^2. Beyond 10.5 erfc underflows to 0 (2 for negative x). P and Q are
-// least-squares fits (relative error ~1e-7) of erf(x)/x in x^2 and of x e^(x^2) erfc(x) in 1/x.
-// Both forms are computed for every x (the second on |x| clamped into its range) and one is
-// selected: a branch per element would serialize a GPU thread's elements, and a warp whose
-// inputs straddle 1 runs both sides anyway.
-FUSEKIT_HOST_DEVICE float portable_erfc(float x) {
-  const float a = fabsf(x);
-  // |x| <= 1
-  const float s = a * a;
-  float p = -5.625396152e-04f;
-  p = fmaf(p, s, 4.916023463e-03f);
-  p = fmaf(p, s, -2.670994960e-02f);
-  p = fmaf(p, s, 1.128013059e-01f);
-  p = fmaf(p, s, -3.761231899e-01f);
-  p = fmaf(p, s, 1.128379107e+00f);
-  const float erf_a = a * p;
-  const float near = x < 0.0f ? 1.0f + erf_a : 1.0f - erf_a;
-  // 1 < |x| <= 10.5, on b = |x| clamped into that range (NaN stays NaN)
-  const float b = a < 1.0f ? 1.0f : (a > 10.5f ? 10.5f : a);
-  const float u = reciprocal_1_to_16(b);
-  float q = -4.892137274e-02f;
-  q = fmaf(q, u, 2.404636592e-01f);
-  q = fmaf(q, u, -4.184852242e-01f);
-  q = fmaf(q, u, 1.251434237e-01f);
-  q = fmaf(q, u, 6.519162655e-01f);
-  q = fmaf(q, u, -1.148213863e+00f);
-  q = fmaf(q, u, 8.139593601e-01f);
-  q = fmaf(q, u, -7.939058542e-02f);
-  q = fmaf(q, u, -2.724549472e-01f);
-  q = fmaf(q, u, -6.405509193e-04f);
-  q = fmaf(q, u, 5.642073750e-01f);
-  const float sq = b * b;
-  const float sq_error = fmaf(b, b, -sq);  // b^2 = sq + sq_error exactly
-  const float e = portable_exp_neg(sq);
-  float tail = fmaf(-sq_error, e, e) * (q * u);  // erfc(b) = e^(-sq) (1 - sq_error) Q(u) / b
-  if (a > 10.5f) tail = 0.0f;                   // underflow
-  const float far = x < 0.0f ? 2.0f - tail : tail;
-  return a <= 1.0f ? near : far;
+// The standard normal CDF Phi(x) = erfc(-x / sqrt(2)) / 2, in one form for every x. With
+// a = |x| / sqrt(2):
+//   erfc(a) = e^(-a^2) t Q(t),  t = 1 / (1 + a / 2),
+//   Phi(x) = erfc(a) / 2 for x <= 0, and 1 - erfc(a) / 2 for x > 0.
+// t Q(t) stands for h(a) = e^(a^2) erfc(a), which is smooth and slowly varying (1 at 0, about
+// 1 / (a sqrt(pi)) for large a): Q is a degree-8 fit in t over a in [0, 15 / sqrt(2)]
+// (dev/fit_normal_cdf.py; relative error 4.4e-8), reached with one reciprocal, so no branch and
+// no second form. The fast-varying factor e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err
+// (exact with fma), not from the rounded a, whose rounding the exponent would magnify about 2a^2
+// times (1e-5 relative at x = -13): e^(-x^2 / 2) = e^(-xx / 2) (1 - xx_err / 2) to float
+// precision. |x| is clamped at 15, where e^(-x^2 / 2) = e^-112.5 rounds to 0 (Phi(-15) = 0,
+// Phi(15) = 1), so infinite x forms no inf - inf. NaN in gives NaN out. Relative error about
+// 3e-7 for x in [-13, 13]; below -13.1 Phi is subnormal, and off by a few 2^-149 at most.
+FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
+  constexpr float kInvSqrt2 = 0.707106781186547524f;
+  const float c = fabsf(x) > 15.0f ? (x > 0.0f ? 15.0f : -15.0f) : x;  // NaN stays NaN
+  const float a = fabsf(c) * kInvSqrt2;
+  const float t = reciprocal_1_to_16(fmaf(0.5f, a, 1.0f));  // 1 + a / 2 in [1, 6.31]
+  float q = -2.960787436e-02f;  // Q(t) / 2
+  q = fmaf(q, t, 1.426459868e-01f);
+  q = fmaf(q, t, -2.443431523e-01f);
+  q = fmaf(q, t, 1.398848468e-01f);
+  q = fmaf(q, t, -1.389993937e-02f);
+  q = fmaf(q, t, 1.015921184e-01f);
+  q = fmaf(q, t, 1.214889683e-01f);
+  q = fmaf(q, t, 1.411963087e-01f);
+  q = fmaf(q, t, 1.410427153e-01f);
+  const float xx = c * c;
+  const float xx_err = fmaf(c, c, -xx);  // x^2 = xx + xx_err exactly
+  const float e = portable_exp_neg(0.5f * xx);
+  const float half_tail = fmaf(-0.5f * xx_err, e, e) * (t * q);  // erfc(|x| / sqrt(2)) / 2
+  return c > 0.0f ? 1.0f - half_tail : half_tail;
 }
 
 // Value and derivative of each activation. `value` is what the forward kernels multiply by up.
@@ -164,16 +159,14 @@ struct ActMath<Activation::kGeluTanh> {
   }
 };
 
-// gelu(x) = 0.5 x erfc(-x / sqrt(2)); gelu'(x) = 0.5 erfc(-x / sqrt(2)) + x e^(-x^2/2) / sqrt(2 pi).
+// gelu(x) = x Phi(x); gelu'(x) = Phi(x) + x e^(-x^2/2) / sqrt(2 pi).
 template <>
 struct ActMath<Activation::kGelu> {
-  static constexpr float kInvSqrt2 = 0.707106781186547524f;
   static constexpr float kInvSqrt2Pi = 0.398942280401432678f;
-  FUSEKIT_HOST_DEVICE static float cdf(float x) { return 0.5f * portable_erfc(-x * kInvSqrt2); }
-  FUSEKIT_HOST_DEVICE static float value(float x) { return x * cdf(x); }
+  FUSEKIT_HOST_DEVICE static float value(float x) { return x * normal_cdf(x); }
   FUSEKIT_HOST_DEVICE static float derivative(float x) {
     const float half_sq = 0.5f * x * x;  // may be inf: e^-inf = 0, and x stays finite
-    return cdf(x) + x * (kInvSqrt2Pi * portable_exp_neg(half_sq));
+    return normal_cdf(x) + x * (kInvSqrt2Pi * portable_exp_neg(half_sq));
   }
 };
 
