@@ -135,12 +135,27 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
   }
 }
 
+// Blocks of an act_elementwise_kernel build that must fit an SM at once. The forward builds with
+// 16-byte accesses cap their registers for kActForwardBlocksPerSm blocks: more resident warps
+// hide more of the loads behind the math (act_config.h). Narrower-access builds (unaligned
+// tensors) and the backward pass keep the compiler's choice, since they would spill.
+template <class K>
+constexpr int elementwise_min_blocks_per_sm(bool backward) {
+  return !backward && K::kLoad == K::kGroup ? kActForwardBlocksPerSm : 1;
+}
+
 // y = act(gate) * up (backward: grad_gate and grad_up) for kUnroll groups per thread; a thread
 // loops over rows only when the batch has more rows than kActMaxActiveThreads' worth.
 template <class K, int kUnroll, bool kBackward>
-__global__ void __launch_bounds__(kActElementwiseThreads) act_elementwise_kernel(ActKernelArgs a) {
+__global__ void __launch_bounds__(kActElementwiseThreads,
+                                  elementwise_min_blocks_per_sm<K>(kBackward))
+    act_elementwise_kernel(ActKernelArgs a) {
   constexpr int G = K::kGroup;
   wait_for_prior_grids();
+  // The next grid may begin launching now: its own wait still waits for this grid to finish.
+  // Triggering here rather than after the row loop also lets a thread end inside its branch,
+  // which saves registers (bench/NOTES.md, "silu forward at six blocks per SM").
+  allow_dependent_grids();
   // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
   const uint32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
   if (slot < a.active_threads) {
@@ -153,7 +168,6 @@ __global__ void __launch_bounds__(kActElementwiseThreads) act_elementwise_kernel
       act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
     }
   }
-  allow_dependent_grids();
 }
 
 // y for one group (unclamped: fp8_row_scale clamps the max, core/fp8.h); elements past the row
