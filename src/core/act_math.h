@@ -34,7 +34,7 @@ namespace fusekit::detail {
 // e^-a for a >= 0, without a branch or a float <-> int conversion. Cody-Waite reduction
 // a = n ln2 - r (n = round(a / ln2), |r| <= ln2 / 2, exact with fma), a degree-6 polynomial for
 // e^r (a minimax fit of relative error 3.1e-9 with the first two coefficients held at 1; see
-// dev/fit_normal_cdf.py), then 2^-n applied so that a result in the subnormal
+// dev/fit_act_math.py), then 2^-n applied so that a result in the subnormal
 // range is rounded once. n itself is the low bits of k = a * log2(e) + 1.5 * 2^23, which that
 // addition rounds to an integer. The polynomial's coefficients carry a factor 2^64 (exact: a power
 // of two commutes with every rounding while nothing overflows), so p * 2^(64 - n) is a normal float
@@ -67,13 +67,24 @@ FUSEKIT_HOST_DEVICE float portable_exp_neg(float a) {
   return fmaf(scaled, kTwoMinus64, c - c);  // c - c: 0, or NaN for NaN
 }
 
+// The two primitives the forward activations are built from, as a policy: e^-a for a >= 0 and
+// 1 / d for d in [1, 16]. PortableOps are the exact ones above, the same bits on every backend.
+// The GPU kernels whose outputs are 16-bit types use the special-function units' approximations
+// instead (gpu/act/act_kernel.cuh, ApproxOps: a few 1e-6 relative, under a hundredth of a 16-bit
+// rounding step), which takes the math from about 25-45 instructions per element to about 10-30.
+struct PortableOps {
+  FUSEKIT_HOST_DEVICE static float exp_neg(float a) { return portable_exp_neg(a); }
+  FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_1_to_16(d); }
+};
+
 // x * sigmoid(t) = x / (1 + e^-t), from e = e^-|t| (which cannot overflow) and one reciprocal:
 // t >= 0: x * (1 / (1 + e));  t < 0: x e * (1 / (1 + e)). Right for every finite x and t,
 // including t = +-inf; NaN in x or t gives NaN.
+template <class Ops = PortableOps>
 FUSEKIT_HOST_DEVICE float mul_sigmoid(float x, float t) {
-  const float e = portable_exp_neg(fabsf(t));
+  const float e = Ops::exp_neg(fabsf(t));
   const float numerator = t >= 0.0f ? x : x * e;
-  return numerator * reciprocal_1_to_16(1.0f + e);
+  return numerator * Ops::reciprocal(1.0f + e);
 }
 
 // sigmoid(t) and sigmoid(-t) = 1 - sigmoid(t), each computed directly (no cancellation).
@@ -94,18 +105,19 @@ FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
 //   Phi(x) = erfc(a) / 2 for x <= 0, and 1 - erfc(a) / 2 for x > 0.
 // t Q(t) stands for h(a) = e^(a^2) erfc(a), which is smooth and slowly varying (1 at 0, about
 // 1 / (a sqrt(pi)) for large a): Q is a degree-8 fit in t over a in [0, 15 / sqrt(2)]
-// (dev/fit_normal_cdf.py; relative error 4.4e-8), reached with one reciprocal, so no branch and
+// (dev/fit_act_math.py; relative error 4.4e-8), reached with one reciprocal, so no branch and
 // no second form. The fast-varying factor e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err
 // (exact with fma), not from the rounded a, whose rounding the exponent would magnify about 2a^2
 // times (1e-5 relative at x = -13): e^(-x^2 / 2) = e^(-xx / 2) (1 - xx_err / 2) to float
 // precision. |x| is clamped at 15, where e^(-x^2 / 2) = e^-112.5 rounds to 0 (Phi(-15) = 0,
 // Phi(15) = 1), so infinite x forms no inf - inf. NaN in gives NaN out. Relative error about
 // 3e-7 for x in [-13, 13]; below -13.1 Phi is subnormal, and off by a few 2^-149 at most.
+template <class Ops = PortableOps>
 FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
   constexpr float kInvSqrt2 = 0.707106781186547524f;
   const float c = fabsf(x) > 15.0f ? (x > 0.0f ? 15.0f : -15.0f) : x;  // NaN stays NaN
   const float a = fabsf(c) * kInvSqrt2;
-  const float t = reciprocal_1_to_16(fmaf(0.5f, a, 1.0f));  // 1 + a / 2 in [1, 6.31]
+  const float t = Ops::reciprocal(fmaf(0.5f, a, 1.0f));  // 1 + a / 2 in [1, 6.31]
   float q = -2.960787436e-02f;  // Q(t) / 2
   q = fmaf(q, t, 1.426459868e-01f);
   q = fmaf(q, t, -2.443431523e-01f);
@@ -117,19 +129,23 @@ FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
   q = fmaf(q, t, 1.410427153e-01f);
   const float xx = c * c;
   const float xx_err = fmaf(c, c, -xx);  // x^2 = xx + xx_err exactly
-  const float e = portable_exp_neg(0.5f * xx);
+  const float e = Ops::exp_neg(0.5f * xx);
   const float half_tail = fmaf(-0.5f * xx_err, e, e) * (t * q);  // erfc(|x| / sqrt(2)) / 2
   return c > 0.0f ? 1.0f - half_tail : half_tail;
 }
 
-// Value and derivative of each activation. `value` is what the forward kernels multiply by up.
+// Value and derivative of each activation. `value` is what the forward kernels multiply by up,
+// with the primitives of Ops; the derivatives (backward pass) always take the portable ones.
 template <Activation kAct>
 struct ActMath;
 
 // silu(x) = x sigmoid(x); silu'(x) = s + x s (1 - s), with 1 - s = sigmoid(-x) computed directly.
 template <>
 struct ActMath<Activation::kSilu> {
-  FUSEKIT_HOST_DEVICE static float value(float x) { return mul_sigmoid(x, x); }
+  template <class Ops = PortableOps>
+  FUSEKIT_HOST_DEVICE static float value(float x) {
+    return mul_sigmoid<Ops>(x, x);
+  }
   FUSEKIT_HOST_DEVICE static float derivative(float x) {
     const SigmoidPair s = portable_sigmoid_pair(x);
     return s.pos + (x * s.pos) * s.neg;  // x s is finite; s_neg -> 0 where x s is large
@@ -146,7 +162,10 @@ struct ActMath<Activation::kGeluTanh> {
   FUSEKIT_HOST_DEVICE static float two_z(float x) {
     return (kTwoSqrt2OverPi * x) * fmaf(kCubic * x, x, 1.0f);
   }
-  FUSEKIT_HOST_DEVICE static float value(float x) { return mul_sigmoid(x, two_z(x)); }
+  template <class Ops = PortableOps>
+  FUSEKIT_HOST_DEVICE static float value(float x) {
+    return mul_sigmoid<Ops>(x, two_z(x));
+  }
   FUSEKIT_HOST_DEVICE static float derivative(float x) {
     const float t = two_z(x);
     const SigmoidPair sp = portable_sigmoid_pair(t);
@@ -163,7 +182,10 @@ struct ActMath<Activation::kGeluTanh> {
 template <>
 struct ActMath<Activation::kGelu> {
   static constexpr float kInvSqrt2Pi = 0.398942280401432678f;
-  FUSEKIT_HOST_DEVICE static float value(float x) { return x * normal_cdf(x); }
+  template <class Ops = PortableOps>
+  FUSEKIT_HOST_DEVICE static float value(float x) {
+    return x * normal_cdf<Ops>(x);
+  }
   FUSEKIT_HOST_DEVICE static float derivative(float x) {
     const float half_sq = 0.5f * x * x;  // may be inf: e^-inf = 0, and x stays finite
     return normal_cdf(x) + x * (kInvSqrt2Pi * portable_exp_neg(half_sq));

@@ -2,7 +2,8 @@
 //
 // Everything that differs between the two lives here, under one #if: runtime API names, error
 // strings, device properties, launches (with programmatic dependent launch where the hardware has
-// it), warp shuffles, the grid-dependency controls, and the 16-bit float conversion intrinsics.
+// it), warp shuffles, the approximate exp2 and reciprocal, the grid-dependency controls, and the
+// 16-bit float conversion intrinsics.
 // Kernels and launchers include this header and never test __CUDACC__ / __HIPCC__ themselves.
 #pragma once
 
@@ -309,6 +310,30 @@ FUSEKIT_DEVICE float shfl_xor(float v, int lane_mask) {
   static_assert(kWarp == 32, "CUDA warps have 32 lanes");
   constexpr unsigned kAllLanes = ~0u;
   return __shfl_xor_sync(kAllLanes, v, lane_mask, kWarp);
+#endif
+}
+
+// The special-function units' approximations of 2^x and 1/x, for math whose result is rounded to
+// a 16-bit type (gpu/act/act_kernel.cuh's ApproxOps): one instruction each where the exact forms
+// take a dozen. CUDA: ex2.approx.f32 (relative error about 2^-22, subnormal results kept: no
+// .ftz) and rcp.approx.ftz.f32 (within 1 ulp). HIP: the device library's exp2f (v_exp_f32 with
+// its range scaling) and v_rcp_f32.
+FUSEKIT_DEVICE float approx_exp2(float x) {
+#if FUSEKIT_PLATFORM_HIP
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+FUSEKIT_DEVICE float approx_reciprocal(float x) {
+#if FUSEKIT_PLATFORM_HIP
+  return __builtin_amdgcn_rcpf(x);
+#else
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 #endif
 }
 

@@ -332,6 +332,10 @@ ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill) {
 // equal whatever their sign and payload (the CPU and GPU conversions pick different quiet NaNs,
 // and nothing reads them); fp8 NaNs are part of the format and must match exactly. Padding is
 // checked by check_act_run.
+bool gpu_writes_cpu_bits(const ActCase& c) {
+  return !(c.mode == ActMode::kForward && c.dtype != DType::kFloat32);
+}
+
 ::testing::AssertionResult same_act_outputs(const ActCase& c, const ActRun& a, const ActRun& b) {
   auto compare = [&](const char* what, const RowBuffer& x,
                      const RowBuffer& y) -> ::testing::AssertionResult {

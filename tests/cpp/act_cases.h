@@ -73,6 +73,11 @@ ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill = {})
 // Whether two runs of the same case wrote bitwise the same outputs (and scales).
 ::testing::AssertionResult same_act_outputs(const ActCase& c, const ActRun& a, const ActRun& b);
 
+// Whether the GPU must write the CPU backend's bits for this case: every case but the plain
+// forward op with 16-bit outputs, whose GPU exp and reciprocal are the hardware approximations
+// (src/gpu/act/act_kernel.cuh, ForwardOps); check_act_run holds those to the float64 reference.
+bool gpu_writes_cpu_bits(const ActCase& c);
+
 // The float64 definitions.
 double act_reference(Activation act, double g);
 double act_derivative_reference(Activation act, double g);

@@ -119,7 +119,7 @@ TEST_P(ActValues, MatchesFloat64Reference) {
   for (const ActCase& c : cases_for(act, mode)) {
     const ActRun run = run_act_case(c, backend);
     ASSERT_TRUE(check_act_run(c, run));
-    if (backend == Backend::kGPU) {
+    if (backend == Backend::kGPU && gpu_writes_cpu_bits(c)) {
       const ActRun cpu = run_act_case(c, Backend::kCPU);
       ASSERT_TRUE(same_act_outputs(c, run, cpu)) << "GPU and CPU differ";
     }
@@ -171,7 +171,7 @@ TEST_P(ActValues, LargestFiniteInputsAndNaN) {
       // NaN in gives NaN out (the whole row for fp8, through its scale).
       ASSERT_TRUE(std::isnan(run.out.get(1, 3))) << c.name();
       if (mode == ActMode::kQuantFp8) ASSERT_TRUE(std::isnan(run.scale.get(0, 1))) << c.name();
-      if (backend == Backend::kGPU) {
+      if (backend == Backend::kGPU && gpu_writes_cpu_bits(c)) {
         ASSERT_TRUE(same_act_outputs(c, run, run_act_case(c, Backend::kCPU, fill)));
       }
     }

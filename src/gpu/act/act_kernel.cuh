@@ -26,12 +26,16 @@
 //
 // Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled
 // without contraction): float32 math, one rounding to the output dtype, and for fp8 the same
-// scale and conversion, so GPU and CPU outputs are the same bits. kLoad, the width of each memory
+// scale and conversion, so GPU and CPU outputs are the same bits. The one exception is the plain
+// forward op with 16-bit outputs, whose exp and reciprocal come from the special-function units
+// (ForwardOps below): within a few 1e-6 of the exact float32 value, so within the output's
+// rounding of the CPU result, and many fewer instructions per element. kLoad, the width of each memory
 // access, adapts to alignment without changing any value. A row's max is order-independent, so
 // results do not depend on the launch shape or on the other rows.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/act_math.h"
 #include "core/fp8.h"
@@ -44,6 +48,22 @@
 namespace fusekit::gpu {
 
 using detail::ActMath;
+
+// The forward primitives of core/act_math.h from the special-function units: e^-a as 2^(-a log2 e)
+// (the rounding of a log2 e costs at most a * 2^-24 relative, 5e-6 at a = 87, past which a 16-bit
+// result is 0 or subnormal) and 1 / d from rcp.approx. NaN stays NaN, e^-inf is 0.
+struct ApproxOps {
+  static constexpr float kLog2e = 1.44269504088896341f;
+  FUSEKIT_DEVICE static float exp_neg(float a) { return approx_exp2(a * -kLog2e); }
+  FUSEKIT_DEVICE static float reciprocal(float d) { return approx_reciprocal(d); }
+};
+
+// The forward math of the plain op: a 16-bit output is one rounding of the float32 value, whose
+// step (2^-8 or 2^-11 relative) is a thousand times ApproxOps' error, so those outputs take the
+// cheaper primitives; float32 outputs take the portable ones and match the CPU backend bit for
+// bit. The fp8 forms always take the portable ones: their codes must match the CPU's.
+template <typename T>
+using ForwardOps = std::conditional_t<sizeof(T) == 2, ApproxOps, detail::PortableOps>;
 
 // Everything a kernel reads besides its template parameters. Passed by value.
 struct ActKernelArgs {
@@ -129,7 +149,9 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
     } else {
       float y[G];
 #pragma unroll
-      for (int e = 0; e < G; ++e) y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
+      for (int e = 0; e < G; ++e) {
+        y[e] = ActMath<K::kAct>::template value<ForwardOps<T>>(gf[e]) * uf[e];
+      }
       store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, y);
     }
   }
