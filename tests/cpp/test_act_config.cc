@@ -148,7 +148,8 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
     EXPECT_EQ(e.unroll, 1);
     EXPECT_EQ(e.threads_per_row, 1792);  // one group per thread
     EXPECT_EQ(e.rows_per_pass, m);       // every row at once: nothing loops
-    EXPECT_EQ(e.grid, 7 * m);            // the row over 7 blocks
+    EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
+    EXPECT_EQ(e.grid, 14 * m);  // the row over 14 blocks of 128 threads
   }
 }
 
@@ -166,7 +167,8 @@ TEST(ActConfig, LargeBatchTakesTheBandwidthShape) {
       // last block is the only partial one.
       EXPECT_EQ(e.rows_per_pass, std::min(m, kActMaxActiveThreads / e.threads_per_row));
       EXPECT_EQ(e.rows_per_pass == m, m * e.threads_per_row <= kActMaxActiveThreads);
-      EXPECT_EQ(e.grid, ceil_div(e.rows_per_pass * e.threads_per_row, 256));
+      EXPECT_EQ(e.block_threads, kActElementwiseThreads);
+      EXPECT_EQ(e.grid, ceil_div(e.rows_per_pass * e.threads_per_row, e.block_threads));
     }
   }
 }
@@ -178,7 +180,7 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   const ActElementwiseConfig e = choose_act_elementwise_config(s);
   EXPECT_EQ(e.threads_per_row, 8);
   EXPECT_EQ(e.rows_per_pass, 1000);
-  EXPECT_EQ(e.grid, 32);  // 8000 threads: 32 rows per block, the last block part full
+  EXPECT_EQ(e.grid, 63);  // 8000 threads: 16 rows per 128-thread block, the last part full
   s.rows = 100000;        // enough to fill the GPU: two groups per thread
   EXPECT_EQ(choose_act_elementwise_config(s).threads_per_row, 4);
 }

@@ -69,6 +69,7 @@ constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
 // most threads of one launch before the threads loop over the rows (2^27: a grid of 512K blocks,
 // hundreds of times what any GPU holds at once, so in practice every row has its own threads).
 constexpr int kActElementwiseThreads = 256;
+constexpr int kActSmallBatchThreads = 128;  // batches that do not fill the GPU
 // Forward kernels with 16-byte accesses are built with registers capped for this many blocks of
 // kActElementwiseThreads per SM (40 registers, 48 resident warps on an H100) rather than the
 // compiler's 64 (32 warps): the exact activation math keeps the issue slots busy, so it is the
