@@ -67,13 +67,19 @@ FUSEKIT_HOST_DEVICE float portable_exp_neg(float a) {
   return fmaf(scaled, kTwoMinus64, c - c);  // c - c: 0, or NaN for NaN
 }
 
-// The two primitives the forward activations are built from, as a policy: e^-a for a >= 0 and
-// 1 / d for d in [1, 16]. PortableOps are the exact ones above, the same bits on every backend.
-// The GPU kernels whose outputs are 16-bit types use the special-function units' approximations
-// instead (gpu/act/act_kernel.cuh, ApproxOps: a few 1e-6 relative, under a hundredth of a 16-bit
-// rounding step), which takes the math from about 25-45 instructions per element to about 10-30.
+// The primitives the forward activations are built from, as a policy: e^-a for a >= 0,
+// e^(-x^2 / 2) from x^2 = xx + xx_err (xx rounded, xx_err its exact error), and 1 / d for d in
+// [1, 16]. PortableOps are the exact ones here, the same bits on every backend. The GPU kernels
+// whose outputs are 16-bit types use the special-function units' approximations instead
+// (gpu/act/act_kernel.cuh, ApproxOps: a few 1e-6 relative, under a hundredth of a 16-bit
+// rounding step), which takes the math from about 25-45 instructions per element to 10-30.
 struct PortableOps {
   FUSEKIT_HOST_DEVICE static float exp_neg(float a) { return portable_exp_neg(a); }
+  // e^(-xx / 2) (1 - xx_err / 2): the first-order correction is exact to float precision.
+  FUSEKIT_HOST_DEVICE static float exp_neg_half_square(float xx, float xx_err) {
+    const float e = portable_exp_neg(0.5f * xx);
+    return fmaf(-0.5f * xx_err, e, e);
+  }
   FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_1_to_16(d); }
 };
 
@@ -108,14 +114,15 @@ FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
 // (dev/fit_act_math.py; relative error 4.4e-8), reached with one reciprocal, so no branch and
 // no second form. The fast-varying factor e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err
 // (exact with fma), not from the rounded a, whose rounding the exponent would magnify about 2a^2
-// times (1e-5 relative at x = -13): e^(-x^2 / 2) = e^(-xx / 2) (1 - xx_err / 2) to float
-// precision. |x| is clamped at 15, where e^(-x^2 / 2) = e^-112.5 rounds to 0 (Phi(-15) = 0,
-// Phi(15) = 1), so infinite x forms no inf - inf. NaN in gives NaN out. Relative error about
-// 3e-7 for x in [-13, 13]; below -13.1 Phi is subnormal, and off by a few 2^-149 at most.
+// times (1e-5 relative at x = -13). x is clamped to [-15, 15], where e^(-x^2 / 2) = e^-112.5
+// rounds to 0 (Phi(-15) = 0, Phi(15) = 1), so infinite x forms no inf - inf. A NaN x gives the
+// clamp's bound here (min and max drop NaN, one instruction each): the activations multiply by
+// x, which carries the NaN. Relative error about 4e-7 for x in [-13, 13]; below -13.1 Phi is
+// subnormal, and off by a few 2^-149 at most.
 template <class Ops = PortableOps>
 FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
   constexpr float kInvSqrt2 = 0.707106781186547524f;
-  const float c = fabsf(x) > 15.0f ? (x > 0.0f ? 15.0f : -15.0f) : x;  // NaN stays NaN
+  const float c = fminf(fmaxf(x, -15.0f), 15.0f);
   const float a = fabsf(c) * kInvSqrt2;
   const float t = Ops::reciprocal(fmaf(0.5f, a, 1.0f));  // 1 + a / 2 in [1, 6.31]
   float q = -2.960787436e-02f;  // Q(t) / 2
@@ -129,8 +136,7 @@ FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
   q = fmaf(q, t, 1.410427153e-01f);
   const float xx = c * c;
   const float xx_err = fmaf(c, c, -xx);  // x^2 = xx + xx_err exactly
-  const float e = Ops::exp_neg(0.5f * xx);
-  const float half_tail = fmaf(-0.5f * xx_err, e, e) * (t * q);  // erfc(|x| / sqrt(2)) / 2
+  const float half_tail = Ops::exp_neg_half_square(xx, xx_err) * (t * q);  // erfc(a) / 2
   return c > 0.0f ? 1.0f - half_tail : half_tail;
 }
 

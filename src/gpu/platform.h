@@ -315,15 +315,16 @@ FUSEKIT_DEVICE float shfl_xor(float v, int lane_mask) {
 
 // The special-function units' approximations of 2^x and 1/x, for math whose result is rounded to
 // a 16-bit type (gpu/act/act_kernel.cuh's ApproxOps): one instruction each where the exact forms
-// take a dozen. CUDA: ex2.approx.f32 (relative error about 2^-22, subnormal results kept: no
-// .ftz) and rcp.approx.ftz.f32 (within 1 ulp). HIP: the device library's exp2f (v_exp_f32 with
-// its range scaling) and v_rcp_f32.
+// take a dozen. approx_exp2 is for x >= -126 (results below 2^-126 may be flushed to 0, which
+// saves the range checks around the hardware instruction). CUDA: ex2.approx.ftz.f32 (relative
+// error about 2^-22) and rcp.approx.ftz.f32 (within 1 ulp). HIP: the device library's exp2f
+// (v_exp_f32 and its range scaling) and v_rcp_f32.
 FUSEKIT_DEVICE float approx_exp2(float x) {
 #if FUSEKIT_PLATFORM_HIP
   return exp2f(x);
 #else
   float y;
-  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 #endif
 }

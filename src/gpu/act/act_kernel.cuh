@@ -49,12 +49,23 @@ namespace fusekit::gpu {
 
 using detail::ActMath;
 
-// The forward primitives of core/act_math.h from the special-function units: e^-a as 2^(-a log2 e)
-// (the rounding of a log2 e costs at most a * 2^-24 relative, 5e-6 at a = 87, past which a 16-bit
-// result is 0 or subnormal) and 1 / d from rcp.approx. NaN stays NaN, e^-inf is 0.
+// The forward primitives of core/act_math.h from the special-function units. e^-a is
+// 2^(64 - a log2 e) 2^-64: the offset keeps the hardware's input at -86 or above, where its
+// result is a normal float (the final multiply rounds into the subnormal range once, as the
+// portable form does), at the price of one rounding of the offset exponent (1.3e-6 relative at
+// most). e^(-x^2 / 2) folds xx's rounding error into the same exponent with a second fma. NaN
+// stays NaN and e^-inf is 0.
 struct ApproxOps {
   static constexpr float kLog2e = 1.44269504088896341f;
-  FUSEKIT_DEVICE static float exp_neg(float a) { return approx_exp2(a * -kLog2e); }
+  static constexpr float kOffset = 64.0f;
+  static constexpr float kUndoOffset = 5.42101086242752217e-20f;  // 2^-64
+  FUSEKIT_DEVICE static float exp_neg(float a) {
+    return approx_exp2(fmaf(a, -kLog2e, kOffset)) * kUndoOffset;
+  }
+  FUSEKIT_DEVICE static float exp_neg_half_square(float xx, float xx_err) {
+    constexpr float kHalfLog2e = 0.5f * kLog2e;
+    return approx_exp2(fmaf(xx_err, -kHalfLog2e, fmaf(xx, -kHalfLog2e, kOffset))) * kUndoOffset;
+  }
   FUSEKIT_DEVICE static float reciprocal(float d) { return approx_reciprocal(d); }
 };
 
