@@ -4,7 +4,8 @@
 - portable_exp_neg: e^r = 1 + r + r^2 P(r) on |r| <= ln2 / 2, P of degree 4 (so e^r has degree 6),
   fitted for least relative error.
 - normal_cdf: e^(a^2) erfc(a) = t Q(t), t = 1 / (1 + a / 2), a in [0, 15 / sqrt(2)], Q of degree
-  8, fitted for least relative error; printed halved, as the code uses it.
+  8 (the portable math) and 6 (with the GPU's approximate exp), fitted for least relative error;
+  printed halved, as the code uses them.
 
 Both fits are least squares at Chebyshev nodes, reweighted a few dozen times toward the minimax
 (equal-ripple) solution. The errors printed are of the fits in float64; act_math.h's float32
@@ -63,9 +64,10 @@ def main():
     coef, err = fit_exp()
     print(f"e^r: relative error {err:.2e}; coefficients of r^2 .. r^6:")
     print("  " + ", ".join(f"{c:.9e}" for c in coef))
-    coef, err = fit_normal_cdf()
-    print(f"Q(t) / 2: relative error {err:.2e}; coefficients from t^8 down to t^0:")
-    print("  " + ", ".join(f"{c / 2:.9e}" for c in coef[::-1]))
+    for degree in (8, 6):
+        coef, err = fit_normal_cdf(degree)
+        print(f"Q(t) / 2, degree {degree}: relative error {err:.2e}; coefficients from the highest:")
+        print("  " + ", ".join(f"{c / 2:.9e}" for c in coef[::-1]))
 
 
 if __name__ == "__main__":

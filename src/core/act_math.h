@@ -74,6 +74,7 @@ FUSEKIT_HOST_DEVICE float portable_exp_neg(float a) {
 // (gpu/act/act_kernel.cuh, ApproxOps: a few 1e-6 relative, under a hundredth of a 16-bit
 // rounding step), which takes the math from about 25-45 instructions per element to 10-30.
 struct PortableOps {
+  static constexpr bool kExact = true;  // float32-accurate: normal_cdf takes its degree-8 Q
   FUSEKIT_HOST_DEVICE static float exp_neg(float a) { return portable_exp_neg(a); }
   // e^(-xx / 2) (1 - xx_err / 2): the first-order correction is exact to float precision.
   FUSEKIT_HOST_DEVICE static float exp_neg_half_square(float xx, float xx_err) {
@@ -111,7 +112,8 @@ FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
 //   Phi(x) = erfc(a) / 2 for x <= 0, and 1 - erfc(a) / 2 for x > 0.
 // t Q(t) stands for h(a) = e^(a^2) erfc(a), which is smooth and slowly varying (1 at 0, about
 // 1 / (a sqrt(pi)) for large a): Q is a degree-8 fit in t over a in [0, 15 / sqrt(2)]
-// (dev/fit_act_math.py; relative error 4.4e-8), reached with one reciprocal, so no branch and
+// (dev/fit_act_math.py; relative error 4.4e-8; degree 6 and 1.6e-6 with approximate Ops),
+// reached with one reciprocal, so no branch and
 // no second form. The fast-varying factor e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err
 // (exact with fma), not from the rounded a, whose rounding the exponent would magnify about 2a^2
 // times (1e-5 relative at x = -13). x is clamped to [-15, 15], where e^(-x^2 / 2) = e^-112.5
@@ -125,15 +127,26 @@ FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
   const float c = fminf(fmaxf(x, -15.0f), 15.0f);
   const float a = fabsf(c) * kInvSqrt2;
   const float t = Ops::reciprocal(fmaf(0.5f, a, 1.0f));  // 1 + a / 2 in [1, 6.31]
-  float q = -2.960787436e-02f;  // Q(t) / 2
-  q = fmaf(q, t, 1.426459868e-01f);
-  q = fmaf(q, t, -2.443431523e-01f);
-  q = fmaf(q, t, 1.398848468e-01f);
-  q = fmaf(q, t, -1.389993937e-02f);
-  q = fmaf(q, t, 1.015921184e-01f);
-  q = fmaf(q, t, 1.214889683e-01f);
-  q = fmaf(q, t, 1.411963087e-01f);
-  q = fmaf(q, t, 1.410427153e-01f);
+  float q;  // Q(t) / 2
+  if constexpr (Ops::kExact) {
+    q = -2.960787436e-02f;
+    q = fmaf(q, t, 1.426459868e-01f);
+    q = fmaf(q, t, -2.443431523e-01f);
+    q = fmaf(q, t, 1.398848468e-01f);
+    q = fmaf(q, t, -1.389993937e-02f);
+    q = fmaf(q, t, 1.015921184e-01f);
+    q = fmaf(q, t, 1.214889683e-01f);
+    q = fmaf(q, t, 1.411963087e-01f);
+    q = fmaf(q, t, 1.410427153e-01f);
+  } else {  // degree 6, 1.6e-6: no more than the approximate exp's own error
+    q = 4.357175698e-02f;
+    q = fmaf(q, t, -1.765082235e-01f);
+    q = fmaf(q, t, 1.920190400e-01f);
+    q = fmaf(q, t, 2.077042320e-02f);
+    q = fmaf(q, t, 1.400725713e-01f);
+    q = fmaf(q, t, 1.389169717e-01f);
+    q = fmaf(q, t, 1.411566803e-01f);
+  }
   const float xx = c * c;
   const float xx_err = fmaf(c, c, -xx);  // x^2 = xx + xx_err exactly
   const float half_tail = Ops::exp_neg_half_square(xx, xx_err) * (t * q);  // erfc(a) / 2

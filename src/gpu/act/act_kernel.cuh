@@ -56,6 +56,7 @@ using detail::ActMath;
 // most). e^(-x^2 / 2) folds xx's rounding error into the same exponent with a second fma. NaN
 // stays NaN and e^-inf is 0.
 struct ApproxOps {
+  static constexpr bool kExact = false;
   static constexpr float kLog2e = 1.44269504088896341f;
   static constexpr float kOffset = 64.0f;
   static constexpr float kUndoOffset = 5.42101086242752217e-20f;  // 2^-64
