@@ -10,7 +10,8 @@ operators.
     q, scale = fusekit.silu_and_mul_quant_fp8(gate_up, format="e4m3fn")  # fp8 per token
     q, scale = fusekit.fused_add_rms_norm_quant_fp8(x, residual, weight, format="e4m3fn")
 
-The compiled operators are also reachable as torch.ops.fusekit.* (schemas in torch/fusekit_ops.cc).
+The compiled operators are also reachable as torch.ops.fusekit.* (schemas in torch/norm_ops.cc
+and torch/act_ops.cc).
 Importing never fails: without a usable compiled library, or for devices and dtypes it has no
 kernels for, the functions run PyTorch eager code and warn once why; fusekit.build_info() says
 what is in use.

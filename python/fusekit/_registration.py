@@ -1,13 +1,13 @@
 """Python-side registrations for the C++ operators: fake (meta) implementations, so torch.compile
 and torch.export trace them without running them, and autograd formulas over the C++ backward ops.
 
-The fake implementations allocate exactly what the C++ operators do (torch/fusekit_ops.cc):
-outputs contiguous with x's shape, per-row statistics float32 [M], parameter gradients [N] in the
-parameter's dtype or [0] when not asked for. Mutating ops return nothing. The gated activations'
-outputs have the last dimension N (half of x's [..., 2N], or gate's), in the inputs' dtype or the
-fp8 dtype of the format, with float32 scales [M] or [..., 1]. RMSNorm's fp8 forms return codes of
-x's shape (and, when dynamic, such scales); their fused-add forms mutate residual, which a fake
-implementation need not do.
+The fake implementations allocate exactly what the C++ operators do (torch/norm_ops.cc,
+torch/act_ops.cc): outputs contiguous with x's shape, per-row statistics float32 [M], parameter
+gradients [N] in the parameter's dtype or [0] when not asked for. Mutating ops return nothing. The
+gated activations' outputs have the last dimension N (half of x's [..., 2N], or gate's), in the
+inputs' dtype or the fp8 dtype of the format, with float32 scales [M] or [..., 1]. RMSNorm's fp8
+forms return codes of x's shape (and, when dynamic, such scales); their fused-add forms mutate
+residual, which a fake implementation need not do.
 
 Autograd. The *_with_rstd / *_with_stats ops save their statistics (fusekit.functional uses them
 whenever a gradient is needed); the plain functional ops, when called directly through
