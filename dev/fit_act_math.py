@@ -66,7 +66,7 @@ def main():
     print("  " + ", ".join(f"{c:.9e}" for c in coef))
     for degree in (8, 6):
         coef, err = fit_normal_cdf(degree)
-        print(f"Q(t) / 2, degree {degree}: relative error {err:.2e}; coefficients from the highest:")
+        print(f"Q(t) / 2, degree {degree}: relative error {err:.2e}; coefficients, highest first:")
         print("  " + ", ".join(f"{c / 2:.9e}" for c in coef[::-1]))
 
 

@@ -18,8 +18,9 @@
 // Overflow. Every finite input gives the mathematically right value and never NaN: the sigmoid
 // takes the form that cannot overflow for each sign, gelu_tanh uses 0.5 * (1 + tanh(z)) =
 // sigmoid(2z) (no tanh of a huge argument, no cancellation of 1 + tanh(z) near -1), gelu's normal
-// CDF is never 1 - (something near 1) on the negative side, and products of an infinite intermediate with a vanishing factor are
-// never formed (a derivative term that must vanish is selected to 0). NaN in gives NaN out.
+// CDF is never 1 - (something near 1) on the negative side, and products of an infinite
+// intermediate with a vanishing factor are never formed (a derivative term that must vanish is
+// selected to 0). NaN in gives NaN out.
 #pragma once
 
 #include <cmath>

@@ -24,14 +24,14 @@
 // GPU has it (core/host_device.h) and only the max is clamped to float32's range (core/fp8.h):
 // the per-element work beyond the plain op is one max, one multiply and half a conversion.
 //
-// Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled
-// without contraction): float32 math, one rounding to the output dtype, and for fp8 the same
-// scale and conversion, so GPU and CPU outputs are the same bits. The one exception is the plain
-// forward op with 16-bit outputs, whose exp and reciprocal come from the special-function units
-// (ForwardOps below): within a few 1e-6 of the exact float32 value, so within the output's
-// rounding of the CPU result, and many fewer instructions per element. kLoad, the width of each memory
-// access, adapts to alignment without changing any value. A row's max is order-independent, so
-// results do not depend on the launch shape or on the other rows.
+// Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled without
+// contraction): float32 math, one rounding to the output dtype, and for fp8 the same scale and
+// conversion, so GPU and CPU outputs are the same bits. The one exception is the plain forward op
+// with 16-bit outputs, whose exp and reciprocal come from the special-function units (ForwardOps
+// below): within a few 1e-6 of the exact float32 value, so within the output's rounding of the CPU
+// result, and many fewer instructions per element. kLoad, the width of each memory access, adapts
+// to alignment without changing any value. A row's max is order-independent, so results do not
+// depend on the launch shape or on the other rows.
 #pragma once
 
 #include <cstdint>
@@ -50,11 +50,11 @@ namespace fusekit::gpu {
 using detail::ActMath;
 
 // The forward primitives of core/act_math.h from the special-function units. e^-a is
-// 2^(64 - a log2 e) 2^-64: the offset keeps the hardware's input at -86 or above, where its
-// result is a normal float (the final multiply rounds into the subnormal range once, as the
-// portable form does), at the price of one rounding of the offset exponent (1.3e-6 relative at
-// most). e^(-x^2 / 2) folds xx's rounding error into the same exponent with a second fma. NaN
-// stays NaN and e^-inf is 0.
+// 2^(64 - a log2 e) 2^-64: for every a up to 104 (past which e^-a rounds to 0 anyway) the offset
+// keeps the hardware's input at -86 or above, where its result is a normal float, and the final
+// multiply rounds into the subnormal range once, as the portable form does; the price is one
+// rounding of the offset exponent (1.3e-6 relative at most). e^(-x^2 / 2) folds xx's rounding
+// error into the same exponent with a second fma. NaN stays NaN and e^-inf is 0.
 struct ApproxOps {
   static constexpr bool kExact = false;
   static constexpr float kLog2e = 1.44269504088896341f;
