@@ -23,10 +23,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 ActShape device_shape(int which) {
   ActShape s;
   switch (which) {
-    case 0: s.sm_count = 132; s.max_cluster_blocks = 16; break;
-    case 1: s.sm_count = 108; break;
-    case 2: s.sm_count = 304; s.warp_size = 64; break;
-    default: s.sm_count = 40; s.max_threads_per_sm = 1024; break;
+    case 0: s.sm_count = 132; s.max_cluster_blocks = 16; s.max_smem_per_block = 232448; break;
+    case 1: s.sm_count = 108; s.max_smem_per_block = 166912; break;
+    case 2: s.sm_count = 304; s.warp_size = 64; s.max_smem_per_block = 65536; break;
+    default: s.sm_count = 40; s.max_threads_per_sm = 1024; s.max_smem_per_block = 65536; break;
   }
   return s;
 }
@@ -78,13 +78,21 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           if (q.items > 0) {
             ASSERT_EQ(q.items, kActQuantItems);
             const int64_t covered = static_cast<int64_t>(q.block_threads) * q.items;
-            ASSERT_GE(covered, groups);  // the row in registers
+            ASSERT_GE(covered, groups);  // the row staged on chip
             // No idle warp (blocks of at least 64 threads aside).
             if (q.block_threads > 64) ASSERT_LT(covered - s.warp_size * q.items, groups);
+            ASSERT_EQ(q.smem_bytes, covered * group * 4);  // y as float32
+            ASSERT_LE(q.smem_bytes, s.max_smem_per_block);
           } else {
             ASSERT_EQ(q.items, 0);
             ASSERT_EQ(q.block_threads, kActMaxBlockThreads);
-            ASSERT_GT(groups, static_cast<int64_t>(kActMaxBlockThreads) * kActQuantItems);
+            ASSERT_EQ(q.smem_bytes, 0);
+            // Only rows that do not fit: past 1024 threads x 4 groups, or past shared memory.
+            const int64_t threads =
+                std::max<int64_t>(ceil_div(ceil_div(groups, kActQuantItems), s.warp_size) *
+                                      s.warp_size, 64);
+            ASSERT_TRUE(threads > kActMaxBlockThreads ||
+                        threads * kActQuantItems * group * 4 > s.max_smem_per_block);
           }
           ASSERT_GE(q.grid, 1);
           ASSERT_LE(q.grid, kMaxGridX);
@@ -185,7 +193,7 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   EXPECT_EQ(choose_act_elementwise_config(s).threads_per_row, 4);
 }
 
-TEST(ActConfig, QuantKeepsRowsInRegistersUntilTheyDoNotFit) {
+TEST(ActConfig, QuantStagesRowsOnChipUntilTheyDoNotFit) {
   ActShape s = device_shape(0);
   s.max_cluster_blocks = 1;  // the one-block-per-row path (DecodeSteps... covers clusters)
   s.rows = 64;
@@ -206,10 +214,16 @@ TEST(ActConfig, QuantKeepsRowsInRegistersUntilTheyDoNotFit) {
   EXPECT_EQ(q.items, 4);
   EXPECT_EQ(q.block_threads, 544);
   EXPECT_GT(q.block_threads, kActQuantCompactThreads);
-  s.cols = 4096 * 8;  // exactly 1024 threads x 4 groups
+  s.cols = 4096 * 8;  // exactly 1024 threads x 4 groups: 128 KB of y in shared memory
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 4);
   EXPECT_EQ(q.block_threads, 1024);
+  EXPECT_EQ(q.smem_bytes, 4096 * 8 * 4);
+  s.max_smem_per_block = 65536;  // an AMD GPU's 64 KB: the same row takes two passes
+  EXPECT_EQ(choose_act_quant_config(s).items, 0);
+  s.cols = 2048 * 8;  // 64 KB of y still fits
+  EXPECT_EQ(choose_act_quant_config(s).items, 4);
+  s.max_smem_per_block = 232448;
   s.cols = 4096 * 8 + 1;  // one element more: two passes
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.items, 0);

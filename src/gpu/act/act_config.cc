@@ -33,6 +33,7 @@ std::string ActElementwiseConfig::to_string() const {
 std::string ActQuantConfig::to_string() const {
   std::ostringstream s;
   s << "quant(threads=" << block_threads << ",items=" << items << ",grid=" << grid;
+  if (smem_bytes > 0) s << ",smem=" << smem_bytes;
   if (cluster_blocks > 1) s << ",cluster=" << cluster_blocks;
   s << ")";
   return s.str();
@@ -97,10 +98,14 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   // rows take the wide build (one or two blocks per SM), and rows past four groups per thread of
   // a 1024-thread block two passes.
   const int64_t warp = shape.warp_size;
-  const int64_t threads = ceil_div(ceil_div(groups, kActQuantItems), warp) * warp;
-  if (threads <= kActMaxBlockThreads) {
+  const int64_t threads =
+      std::max<int64_t>(ceil_div(ceil_div(groups, kActQuantItems), warp) * warp, 64);
+  // y is staged in shared memory, 4 bytes per element of the block's groups.
+  const int64_t staging = threads * kActQuantItems * shape.group_elems * 4;
+  if (threads <= kActMaxBlockThreads && staging <= shape.max_smem_per_block) {
     c.items = kActQuantItems;
-    c.block_threads = static_cast<int>(std::max<int64_t>(threads, 64));
+    c.block_threads = static_cast<int>(threads);
+    c.smem_bytes = staging;
   } else {
     c.items = 0;
     c.block_threads = kActMaxBlockThreads;

@@ -29,10 +29,11 @@ struct ActElementwiseConfig {
 };
 
 // Quantizing kernels: one row per block, grid-stride over rows. With items > 0 each of the
-// block's threads keeps `items` groups of y in registers between the row's max and its write
-// (one read of the inputs), and the block has just the warps the row needs (blocks of at most
-// kActQuantCompactThreads run the compact build, see below); items == 0 is the two-pass path for
-// rows too long for that (the inputs are read twice, the second time mostly from L2).
+// block's threads computes `items` groups of y and keeps them in shared memory (smem_bytes)
+// between the row's max and its write (one read of the inputs), and the block has just the warps
+// the row needs (blocks of at most kActQuantCompactThreads run the compact build, see below);
+// items == 0 is the two-pass path for rows too long for that, in threads or in shared memory (the
+// inputs are read twice, the second time mostly from L2).
 //
 // Cluster path (cluster_blocks > 1; fewer rows than SMs, on GPUs with thread-block clusters): each
 // row is split over cluster_blocks blocks of kActQuantClusterThreads threads, `items` (1, 2 or 4)
@@ -43,6 +44,7 @@ struct ActQuantConfig {
   int items = 4;  // one-block path: 4, or 0 (two passes); cluster path: 1, 2 or 4
   int64_t grid = 1;
   int cluster_blocks = 1;
+  int64_t smem_bytes = 0;  // one-block path with items > 0: y staged in shared memory
   std::string to_string() const;
 };
 
@@ -54,6 +56,7 @@ struct ActShape {
   int sm_count = 132;
   int max_threads_per_sm = 2048;
   int max_cluster_blocks = 1;  // 1: no clusters
+  int64_t max_smem_per_block = 48 * 1024;  // bytes, with the opt-in
 };
 
 // One-block quantizing kernel: the groups each thread keeps in registers, and the two builds of

@@ -30,6 +30,7 @@ Status run(ActLaunch& l, Activation act, int device) {
   shape.sm_count = info.sm_count;
   shape.max_threads_per_sm = info.max_threads_per_sm;
   shape.max_cluster_blocks = info.max_cluster_blocks;
+  shape.max_smem_per_block = info.max_smem_per_block;
   if (l.kind == ActKernelKind::kQuantFp8) {
     l.quant = choose_act_quant_config(shape);
     l.args.cluster_blocks = l.quant.cluster_blocks;
@@ -44,6 +45,7 @@ Status run(ActLaunch& l, Activation act, int device) {
     l.args.rows_per_pass = l.elementwise.rows_per_pass;
   }
   l.warp_size = info.warp_size;
+  l.device = device;
   l.pdl = info.supports_pdl && pdl_enabled_by_default();
   return detail::dispatch_activation(act, [&](auto act_tag) {
     return launch_act<decltype(act_tag)::value>(l);

@@ -17,9 +17,10 @@
 // (act_quant_cluster_kernel): each block holds its slice of y in registers, and the blocks'
 // maxima meet through distributed shared memory, so a decode step spreads its math over several
 // SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y
-// for kItems (4) groups, keeps it in registers through the block-wide max, then scales, converts
-// and writes, reading the inputs once. Rows longer than four groups per thread of a 1024-thread
-// block take the two-pass variant (kItems = 0: max first, then recompute y and write), reading
+// for kItems (4) groups, the next group's loads in flight during each group's math, keeps y in
+// shared memory through the block-wide max (QuantStaging), then scales, converts and writes,
+// reading the inputs once. Rows longer than four groups per thread of a 1024-thread block, or
+// than the block's shared memory holds, take the two-pass variant (kItems = 0: max first, then recompute y and write), reading
 // the inputs twice, the second time mostly from L2. The row max is taken with max.NaN where the
 // GPU has it (core/host_device.h) and only the max is clamped to float32's range (core/fp8.h):
 // the per-element work beyond the plain op is one max, one multiply and half a conversion.
@@ -204,6 +205,53 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
   }
 }
 
+// y = act(gate) * up for one group of loaded inputs.
+template <class K>
+FUSEKIT_DEVICE void group_values(const Packed<typename K::T, K::kGroup>& g,
+                                 const Packed<typename K::T, K::kGroup>& u,
+                                 float (&y)[K::kGroup]) {
+  constexpr int G = K::kGroup;
+  float gf[G], uf[G];
+  to_floats(g, gf);
+  to_floats(u, uf);
+#pragma unroll
+  for (int e = 0; e < G; ++e) y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
+}
+
+// The one-block quantizing kernel's y, from its math to its write: thread t's group i lives in
+// shared memory as G / 4 float4 slots, slot h of it at (i * G / 4 + h) * threads + t, so a warp's
+// 16-byte accesses are consecutive (no bank conflicts). Each thread reads back only what it wrote,
+// so no barrier is needed between the two. Keeping y out of registers is what lets a block of
+// up to 448 threads keep two groups' loads in flight at 40 registers (bench/NOTES.md, "fp8
+// act_and_mul v6").
+template <int G>
+struct QuantStaging {
+  static constexpr int kSlots = G / 4;
+  float4* base;
+  int thread;
+  int threads;
+  static constexpr int64_t bytes(int threads, int items) {
+    return int64_t{threads} * items * kSlots * static_cast<int64_t>(sizeof(float4));
+  }
+  FUSEKIT_DEVICE void put(int item, const float (&y)[G]) const {
+#pragma unroll
+    for (int h = 0; h < kSlots; ++h) {
+      base[(item * kSlots + h) * threads + thread] =
+          make_float4(y[4 * h], y[4 * h + 1], y[4 * h + 2], y[4 * h + 3]);
+    }
+  }
+  FUSEKIT_DEVICE void get(int item, float (&y)[G]) const {
+#pragma unroll
+    for (int h = 0; h < kSlots; ++h) {
+      const float4 v = base[(item * kSlots + h) * threads + thread];
+      y[4 * h] = v.x;
+      y[4 * h + 1] = v.y;
+      y[4 * h + 2] = v.z;
+      y[4 * h + 3] = v.w;
+    }
+  }
+};
+
 // y for one group (unclamped: fp8_row_scale clamps the max, core/fp8.h); elements past the row
 // are 0 (they do not move the max, which starts at 0).
 template <class K, typename Index>
@@ -220,19 +268,31 @@ FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename
 }
 
 // y for kItems groups of one thread (first_col, then col_step apart), kept for the write, and
-// their max |y| (groups past the row are 0). Index: int64_t, or int where the row is known to be
-// short (fewer registers).
+// their max |y| (groups past the row are 0). Every load of the thread is issued before any math,
+// as in the elementwise kernel: loading each group just before its math (the compiler does not
+// hoist a load over the previous group's branchy math) left one group per thread in flight.
+// Index: int64_t, or int where the row is known to be short (fewer registers).
 template <class K, int kItems, typename Index>
 FUSEKIT_DEVICE float quant_items_values(const typename K::T* gate, const typename K::T* up,
                                         Index first_col, Index col_step, Index n,
                                         float (&y)[kItems][K::kGroup]) {
+  using T = typename K::T;
   constexpr int G = K::kGroup;
+  Packed<T, G> g[kItems], u[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const Index col = first_col + i * col_step;
+    if (col < n) {
+      g[i] = load_group<T, G, K::kLoad>(gate, col, n);
+      u[i] = load_group<T, G, K::kLoad>(up, col, n);
+    }
+  }
   float max_abs = 0.0f;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const Index col = first_col + i * col_step;
     if (col < n) {
-      quant_group_values<K>(gate, up, col, n, y[i]);
+      group_values<K>(g[i], u[i], y[i]);
     } else {
 #pragma unroll
       for (int e = 0; e < G; ++e) y[i][e] = 0.0f;
@@ -257,8 +317,8 @@ constexpr int quant_min_blocks_per_sm(int max_threads) {
 }
 
 // Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows) of
-// at most kMaxThreads threads, kItems groups of y per thread kept in registers, or (kItems == 0)
-// y recomputed for the write.
+// at most kMaxThreads threads, kItems groups of y per thread staged in shared memory (the launch
+// gives it ActQuantConfig::smem_bytes), or (kItems == 0) y recomputed for the write.
 template <class K, class Format, int kWarp, int kItems, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThreads))
     act_quant_kernel(ActKernelArgs a) {
@@ -269,6 +329,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
     constexpr int G = K::kGroup;
     constexpr int kMaxWarps = kMaxThreads / kWarp;
     __shared__ float scratch[kMaxWarps];
+    extern __shared__ float4 act_quant_staging[];  // kItems > 0: QuantStaging
     wait_for_prior_grids();
     const int64_t n = a.cols;
     const int64_t first_col = static_cast<int64_t>(threadIdx.x) * G;
@@ -296,19 +357,46 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
         if (threadIdx.x == 0) a.scale[row] = scale;
       } else {
         // The row fits kMaxThreads * kItems groups here (the config's promise), so its columns
-        // are 32-bit: fewer registers to keep next to y.
+        // are 32-bit: fewer registers.
         const int cols = static_cast<int>(n);
         const int first = static_cast<int>(threadIdx.x) * G;
         const int step = static_cast<int>(blockDim.x) * G;
-        float y[kItems][G];
-        max_abs = quant_items_values<K>(gate, up, first, step, cols, y);
+        QuantStaging<G> staging{act_quant_staging, static_cast<int>(threadIdx.x),
+                                static_cast<int>(blockDim.x)};
+        // Item i's loads are issued before item i - 1's math (two items' inputs in registers
+        // at most), and each item's y goes to this thread's own slots in shared memory.
+        Packed<T, G> g[2], u[2];
+        if (first < cols) {
+          g[0] = load_group<T, G, K::kLoad>(gate, first, cols);
+          u[0] = load_group<T, G, K::kLoad>(up, first, cols);
+        }
+#pragma unroll
+        for (int i = 0; i < kItems; ++i) {
+          const int col = first + i * step;
+          const int next = col + step;
+          if (i + 1 < kItems && next < cols) {
+            g[(i + 1) % 2] = load_group<T, G, K::kLoad>(gate, next, cols);
+            u[(i + 1) % 2] = load_group<T, G, K::kLoad>(up, next, cols);
+          }
+          if (col < cols) {
+            float y[G];
+            group_values<K>(g[i % 2], u[i % 2], y);
+#pragma unroll
+            for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
+            staging.put(i, y);
+          }
+        }
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_scale(scale);
 #pragma unroll
         for (int i = 0; i < kItems; ++i) {
           const int col = first + i * step;
-          if (col < cols) quant_group_store<K, Format>(out, col, cols, y[i], inverse);
+          if (col < cols) {
+            float y[G];
+            staging.get(i, y);
+            quant_group_store<K, Format>(out, col, cols, y, inverse);
+          }
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       }

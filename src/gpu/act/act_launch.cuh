@@ -6,11 +6,14 @@
 // warp size into template arguments.
 #pragma once
 
+#include <atomic>
+
 #include "act/act_problem.h"
 #include "gpu/act/act_config.h"
 #include "gpu/act/act_kernel.cuh"
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
+#include "gpu/common/kernel_limits.h"
 
 namespace fusekit::gpu {
 
@@ -25,6 +28,7 @@ struct ActLaunch {
   ActElementwiseConfig elementwise;
   ActQuantConfig quant;
   int warp_size = 32;
+  int device = 0;
   bool pdl = false;
   StreamHandle stream = nullptr;
 };
@@ -49,12 +53,25 @@ Status launch_act_kernel(const ActLaunch& l) {
         }
         const dim3 grid(static_cast<unsigned>(l.quant.grid));
         const dim3 block(static_cast<unsigned>(l.quant.block_threads));
-        auto kernel = l.quant.items == 0
-                          ? act_quant_kernel<K, F, kWarp, 0, kActMaxBlockThreads>
-                      : l.quant.block_threads <= kActQuantCompactThreads
-                          ? act_quant_kernel<K, F, kWarp, kActQuantItems, kActQuantCompactThreads>
-                          : act_quant_kernel<K, F, kWarp, kActQuantItems, kActMaxBlockThreads>;
-        return launch(kernel, grid, block, 0, l.stream, l.pdl, l.args);
+        const size_t smem = static_cast<size_t>(l.quant.smem_bytes);
+        auto launch_with_staging = [&](auto kernel,
+                                       std::atomic<int> (&allowed)[kMaxDevicesTracked]) {
+          const ErrorCode raised = raise_smem_limit(kernel, smem, l.device, allowed);
+          if (raised != kSuccess) return raised;
+          return launch(kernel, grid, block, smem, l.stream, l.pdl, l.args);
+        };
+        if (l.quant.items == 0) {
+          return launch(act_quant_kernel<K, F, kWarp, 0, kActMaxBlockThreads>, grid, block, 0,
+                        l.stream, l.pdl, l.args);
+        }
+        if (l.quant.block_threads <= kActQuantCompactThreads) {
+          static std::atomic<int> allowed[kMaxDevicesTracked];
+          return launch_with_staging(
+              act_quant_kernel<K, F, kWarp, kActQuantItems, kActQuantCompactThreads>, allowed);
+        }
+        static std::atomic<int> allowed[kMaxDevicesTracked];
+        return launch_with_staging(
+            act_quant_kernel<K, F, kWarp, kActQuantItems, kActMaxBlockThreads>, allowed);
       });
     });
   } else {

@@ -18,26 +18,11 @@
 #include "core/validate.h"
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
+#include "gpu/common/kernel_limits.h"
 #include "gpu/norm/norm_config.h"
 #include "gpu/norm/norm_kernel.cuh"
 
 namespace fusekit::gpu {
-
-constexpr int kMaxDevicesTracked = 64;  // per-device caches in the launchers
-
-// Raises `kernel`'s dynamic shared-memory limit to at least `smem` bytes on the device (needed
-// above 48 KB on CUDA); remembers the largest amount allowed so far per kernel and device.
-template <class Kernel>
-Status allow_smem(Kernel kernel, size_t smem, const DeviceInfo& info,
-                  std::atomic<int> (&allowed)[kMaxDevicesTracked]) {
-  std::atomic<int>& current = allowed[info.index % kMaxDevicesTracked];
-  if (static_cast<int>(smem) > current.load()) {
-    const ErrorCode e = set_max_dynamic_smem(kernel, static_cast<int>(smem));
-    if (e != kSuccess) return status_from("norm: raising the shared-memory limit", e);
-    current.store(static_cast<int>(smem));
-  }
-  return Status();
-}
 
 template <class K>
 Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceInfo& info,
@@ -75,7 +60,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   if (cfg.path == Path::kStaged) {
     kernel = norm_staged_kernel<K>;
     smem = static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
-    FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info, allowed_staged));
+    FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info.index, allowed_staged, "norm"));
   }
   const int64_t rows_per_block = cfg.path == Path::kRegisters ? cfg.rows_per_block : 1;
   // One row (or rows_per_block) per block, or per cluster of blocks, in several launches when the
