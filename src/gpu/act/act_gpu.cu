@@ -46,7 +46,6 @@ Status run(ActLaunch& l, Activation act, int device) {
   }
   l.warp_size = info.warp_size;
   l.device = device;
-  l.sm_count = info.sm_count;
   l.pdl = info.supports_pdl && pdl_enabled_by_default();
   return detail::dispatch_activation(act, [&](auto act_tag) {
     return launch_act<decltype(act_tag)::value>(l);

@@ -334,12 +334,12 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
     const int64_t n = a.cols;
     const int64_t first_col = static_cast<int64_t>(threadIdx.x) * G;
     const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
-    if constexpr (kItems == 0) {
-      for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
-        const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
-        uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
-        float max_abs = 0.0f;
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+      const T* gate = static_cast<const T*>(a.gate) + row * a.gate_stride;
+      const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
+      uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
+      float max_abs = 0.0f;
+      if constexpr (kItems == 0) {
         for (int64_t col = first_col; col < n; col += col_step) {
           float y[G];
           quant_group_values<K>(gate, up, col, n, y);
@@ -355,36 +355,29 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
           quant_group_store<K, Format>(out, col, n, y, inverse);
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
-      }
-    } else {
-      static_assert(kItems % 2 == 0, "the next row's first group reuses buffer 0");
-      // The row fits kMaxThreads * kItems groups here (the config's promise), so its columns
-      // are 32-bit: fewer registers.
-      const int cols = static_cast<int>(n);
-      const int first = static_cast<int>(threadIdx.x) * G;
-      const int step = static_cast<int>(blockDim.x) * G;
-      const QuantStaging<G> staging{act_quant_staging, static_cast<int>(threadIdx.x),
-                                    static_cast<int>(blockDim.x)};
-      // Two groups' inputs in registers: group i + 1's loads are issued before group i's math,
-      // and the next row's first group before this row's max and write, so the block always has
-      // loads in flight (the grid is at most one wave of blocks, each looping over rows).
-      Packed<T, G> g[2], u[2];
-      auto load_item = [&](int64_t row, int col, int buffer) {
-        if (col < cols) {
-          g[buffer] = load_group<T, G, K::kLoad>(
-              static_cast<const T*>(a.gate) + row * a.gate_stride, col, cols);
-          u[buffer] = load_group<T, G, K::kLoad>(
-              static_cast<const T*>(a.up) + row * a.up_stride, col, cols);
+      } else {
+        // The row fits kMaxThreads * kItems groups here (the config's promise), so its columns
+        // are 32-bit: fewer registers.
+        const int cols = static_cast<int>(n);
+        const int first = static_cast<int>(threadIdx.x) * G;
+        const int step = static_cast<int>(blockDim.x) * G;
+        QuantStaging<G> staging{act_quant_staging, static_cast<int>(threadIdx.x),
+                                static_cast<int>(blockDim.x)};
+        // Item i's loads are issued before item i - 1's math (two items' inputs in registers
+        // at most), and each item's y goes to this thread's own slots in shared memory.
+        Packed<T, G> g[2], u[2];
+        if (first < cols) {
+          g[0] = load_group<T, G, K::kLoad>(gate, first, cols);
+          u[0] = load_group<T, G, K::kLoad>(up, first, cols);
         }
-      };
-      int64_t row = blockIdx.x;
-      if (row < a.rows) load_item(row, first, 0);
-      for (; row < a.rows; row += gridDim.x) {
-        float max_abs = 0.0f;
 #pragma unroll
         for (int i = 0; i < kItems; ++i) {
           const int col = first + i * step;
-          if (i + 1 < kItems) load_item(row, col + step, (i + 1) % 2);
+          const int next = col + step;
+          if (i + 1 < kItems && next < cols) {
+            g[(i + 1) % 2] = load_group<T, G, K::kLoad>(gate, next, cols);
+            u[(i + 1) % 2] = load_group<T, G, K::kLoad>(up, next, cols);
+          }
           if (col < cols) {
             float y[G];
             group_values<K>(g[i % 2], u[i % 2], y);
@@ -393,11 +386,9 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
             staging.put(i, y);
           }
         }
-        if (row + gridDim.x < a.rows) load_item(row + gridDim.x, first, 0);
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_scale(scale);
-        uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
 #pragma unroll
         for (int i = 0; i < kItems; ++i) {
           const int col = first + i * step;

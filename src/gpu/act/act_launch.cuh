@@ -6,9 +6,7 @@
 // warp size into template arguments.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
-#include <cstdint>
 
 #include "act/act_problem.h"
 #include "gpu/act/act_config.h"
@@ -31,7 +29,6 @@ struct ActLaunch {
   ActQuantConfig quant;
   int warp_size = 32;
   int device = 0;
-  int sm_count = 1;
   bool pdl = false;
   StreamHandle stream = nullptr;
 };
@@ -61,14 +58,7 @@ Status launch_act_kernel(const ActLaunch& l) {
                                        std::atomic<int> (&allowed)[kMaxDevicesTracked]) {
           const ErrorCode raised = raise_smem_limit(kernel, smem, l.device, allowed);
           if (raised != kSuccess) return raised;
-          // One wave of blocks looping over the rows: each block prefetches its next row.
-          int per_sm = 0;
-          const ErrorCode queried =
-              max_resident_blocks(kernel, static_cast<int>(block.x), smem, &per_sm);
-          if (queried != kSuccess) return queried;
-          const int64_t wave = std::max<int64_t>(int64_t{per_sm} * l.sm_count, 1);
-          const dim3 one_wave(static_cast<unsigned>(std::min<int64_t>(l.quant.grid, wave)));
-          return launch(kernel, one_wave, block, smem, l.stream, l.pdl, l.args);
+          return launch(kernel, grid, block, smem, l.stream, l.pdl, l.args);
         };
         if (l.quant.items == 0) {
           return launch(act_quant_kernel<K, F, kWarp, 0, kActMaxBlockThreads>, grid, block, 0,
