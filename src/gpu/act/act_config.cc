@@ -86,17 +86,18 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
       }
     }
   }
-  // Four groups per thread kept in registers, in just the warps the row needs. The kernel does
-  // the activation math, a block-wide max, then the scaling and conversion; with one row per
-  // block it is the number of resident blocks that lets one block's math overlap another's loads,
-  // and the math keeps the issue slots busy. Measured on an H100 at N = 11008 and 14336
-  // (bench/NOTES.md, "fp8 act_and_mul"): four groups in 352-448 threads with registers capped
-  // for three blocks per SM reached 66-77% of copy bandwidth, against 59-73% for the same blocks
-  // at two per SM and 63-73% for two groups per thread in 704-896 threads at two per SM. The
+  // Four groups per thread, in just the warps the row needs, y staged in shared memory between
+  // the row's max and its write. The kernel does the activation math, a block-wide max, then the
+  // scaling and conversion; with one row per block it is the number of resident blocks that lets
+  // one block's math overlap another's loads, and the math keeps the issue slots busy. Measured
+  // on an H100 at N = 11008 and 14336 (bench/NOTES.md, "fp8 act_and_mul"): four groups in
+  // 352-448 threads with registers capped for three blocks per SM beat the same blocks at two per
+  // SM and two groups per thread in 704-896 threads; staging y in shared memory rather than
+  // registers let each thread keep two groups' loads in flight at that cap (+3-6 points); a
+  // resident wave of blocks looping over the rows lost 6-11 points to a block per row. The
   // compact build takes rows of up to 448 threads (N = 14336 in 16-bit types), the longest
-  // measured; ptxas caps it at 40 registers, which would also fit three blocks of 512. Longer
-  // rows take the wide build (one or two blocks per SM), and rows past four groups per thread of
-  // a 1024-thread block two passes.
+  // measured; longer rows take the wide build, and rows past four groups per thread of a
+  // 1024-thread block, or past the block's shared memory, two passes.
   const int64_t warp = shape.warp_size;
   const int64_t threads =
       std::max<int64_t>(ceil_div(ceil_div(groups, kActQuantItems), warp) * warp, 64);

@@ -59,10 +59,10 @@ struct ActShape {
   int64_t max_smem_per_block = 48 * 1024;  // bytes, with the opt-in
 };
 
-// One-block quantizing kernel: the groups each thread keeps in registers, and the two builds of
-// it: compact blocks (up to kActQuantCompactThreads threads, registers capped so that
-// kActQuantCompactBlocksPerSm of them fit an SM) and wide ones (up to kActMaxBlockThreads, for
-// longer rows). act_config.cc says why.
+// One-block quantizing kernel: the groups each thread computes (y staged in shared memory), and
+// the two builds of it: compact blocks (up to kActQuantCompactThreads threads, registers capped
+// so that kActQuantCompactBlocksPerSm of them fit an SM) and wide ones (up to
+// kActMaxBlockThreads, for longer rows). act_config.cc says why.
 constexpr int kActQuantItems = 4;
 constexpr int kActQuantCompactThreads = 448;
 constexpr int kActQuantCompactBlocksPerSm = 3;
