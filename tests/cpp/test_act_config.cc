@@ -1,8 +1,9 @@
 // The gated-activation launch heuristic (plain C++, no GPU needed): every configuration it picks
 // covers each row with no idle threads or blocks, stays within the hardware's grid and block
 // limits for any N and any M (the grid-stride loops take the rows beyond them), gives a small
-// batch the latency shape (one 16-byte group per thread, the row spread over blocks) and a large
-// one the bandwidth shape (two groups per thread, a thread for every row at once).
+// batch the latency shape (one 16-byte group per thread, the row spread over 128-thread blocks)
+// and a large one the bandwidth shape (256-thread blocks, a thread for every row at once; two
+// groups per thread for the backward pass).
 #include "gpu/act/act_config.h"
 
 #include <algorithm>
@@ -43,21 +44,25 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           s.group_elems = group;
           const int64_t groups = ceil_div(n, group);
 
-          const ActElementwiseConfig e = choose_act_elementwise_config(s);
-          SCOPED_TRACE("device=" + std::to_string(device) + " n=" + std::to_string(n) +
-                       " m=" + std::to_string(m) + " " + e.to_string());
           ASSERT_TRUE(act_elementwise_row_fits(s));
-          ASSERT_TRUE(e.unroll == 1 || e.unroll == kActElementwiseMaxUnroll);
-          ASSERT_LE(e.block_threads, kActMaxBlockThreads);
-          ASSERT_EQ(e.block_threads % s.warp_size, 0);
-          // Every thread of a row has a group, and the row's threads cover it.
-          ASSERT_EQ(e.threads_per_row, ceil_div(groups, e.unroll));
-          ASSERT_GE(e.rows_per_pass, 1);
-          ASSERT_LE(e.rows_per_pass, std::max<int64_t>(m, 1));
-          ASSERT_EQ(e.active_threads, e.rows_per_pass * e.threads_per_row);
-          ASSERT_LT(e.active_threads, int64_t{1} << 31);  // the kernel's 32-bit slots
-          ASSERT_EQ(e.grid, ceil_div(e.active_threads, e.block_threads));  // no idle block
-          ASSERT_LE(e.grid, kMaxGridX);
+          for (bool backward : {false, true}) {
+            const ActElementwiseConfig e = choose_act_elementwise_config(s, backward);
+            SCOPED_TRACE("device=" + std::to_string(device) + " n=" + std::to_string(n) +
+                         " m=" + std::to_string(m) + " backward=" + std::to_string(backward) +
+                         " " + e.to_string());
+            ASSERT_TRUE(e.unroll == 1 || e.unroll == kActElementwiseMaxUnroll);
+            if (!backward) ASSERT_EQ(e.unroll, 1);  // the forward op: one group per thread
+            ASSERT_LE(e.block_threads, kActMaxBlockThreads);
+            ASSERT_EQ(e.block_threads % s.warp_size, 0);
+            // Every thread of a row has a group, and the row's threads cover it.
+            ASSERT_EQ(e.threads_per_row, ceil_div(groups, e.unroll));
+            ASSERT_GE(e.rows_per_pass, 1);
+            ASSERT_LE(e.rows_per_pass, std::max<int64_t>(m, 1));
+            ASSERT_EQ(e.active_threads, e.rows_per_pass * e.threads_per_row);
+            ASSERT_LT(e.active_threads, int64_t{1} << 31);  // the kernel's 32-bit slots
+            ASSERT_EQ(e.grid, ceil_div(e.active_threads, e.block_threads));  // no idle block
+            ASSERT_LE(e.grid, kMaxGridX);
+          }
 
           const ActQuantConfig q = choose_act_quant_config(s);
           SCOPED_TRACE(q.to_string());
@@ -128,13 +133,13 @@ TEST(ActConfig, HugeBatchesStayWithinGridLimits) {
   ActShape s = device_shape(0);
   s.cols = 14336;
   s.rows = int64_t{1} << 45;
-  const ActElementwiseConfig e = choose_act_elementwise_config(s);
+  const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
   EXPECT_LE(e.active_threads, kActMaxActiveThreads);  // the threads loop over the rows
   EXPECT_GT(e.active_threads, kActMaxActiveThreads - e.threads_per_row);
   const ActQuantConfig q = choose_act_quant_config(s);
   EXPECT_EQ(q.grid, kMaxGridX);
   s.cols = 1;  // one element per row
-  EXPECT_EQ(choose_act_elementwise_config(s).active_threads, kActMaxActiveThreads);
+  EXPECT_EQ(choose_act_elementwise_config(s, false).active_threads, kActMaxActiveThreads);
 }
 
 TEST(ActConfig, RowsTooLongForThirtyTwoBitSlotsAreRefused) {
@@ -151,9 +156,10 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
     ActShape s = device_shape(0);
     s.cols = 14336;  // bf16: 1792 groups
     s.rows = m;
-    const ActElementwiseConfig e = choose_act_elementwise_config(s);
+    const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
     SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
     EXPECT_EQ(e.unroll, 1);
+    EXPECT_EQ(choose_act_elementwise_config(s, true).unroll, 1);  // backward alike
     EXPECT_EQ(e.threads_per_row, 1792);  // one group per thread
     EXPECT_EQ(e.rows_per_pass, m);       // every row at once: nothing loops
     EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
@@ -167,9 +173,12 @@ TEST(ActConfig, LargeBatchTakesTheBandwidthShape) {
       ActShape s = device_shape(0);
       s.cols = n;
       s.rows = m;
-      const ActElementwiseConfig e = choose_act_elementwise_config(s);
+      const ActElementwiseConfig forward = choose_act_elementwise_config(s, false);
+      EXPECT_EQ(forward.unroll, 1) << forward.to_string();
+      EXPECT_EQ(forward.block_threads, kActElementwiseThreads);
+      const ActElementwiseConfig e = choose_act_elementwise_config(s, true);
       SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " " + e.to_string());
-      EXPECT_EQ(e.unroll, 2);
+      EXPECT_EQ(e.unroll, 2);  // the backward pass: two groups per thread
       EXPECT_EQ(e.threads_per_row, ceil_div(n / 8, 2));
       // Every row has its own threads up to kActMaxActiveThreads (a million rows loop), and the
       // last block is the only partial one.
@@ -185,12 +194,13 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   ActShape s = device_shape(0);
   s.cols = 64;  // 8 groups of bf16
   s.rows = 1000;
-  const ActElementwiseConfig e = choose_act_elementwise_config(s);
+  const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
   EXPECT_EQ(e.threads_per_row, 8);
   EXPECT_EQ(e.rows_per_pass, 1000);
   EXPECT_EQ(e.grid, 63);  // 8000 threads: 16 rows per 128-thread block, the last part full
-  s.rows = 100000;        // enough to fill the GPU: two groups per thread
-  EXPECT_EQ(choose_act_elementwise_config(s).threads_per_row, 4);
+  s.rows = 100000;        // enough to fill the GPU: the backward pass takes two groups per thread
+  EXPECT_EQ(choose_act_elementwise_config(s, false).threads_per_row, 8);
+  EXPECT_EQ(choose_act_elementwise_config(s, true).threads_per_row, 4);
 }
 
 TEST(ActConfig, QuantStagesRowsOnChipUntilTheyDoNotFit) {

@@ -11,9 +11,9 @@ namespace fusekit::gpu {
 namespace {
 
 constexpr int64_t kMaxGrid = 2147483647;
-// 16-byte groups per SM beyond which a batch counts as filling the GPU and takes two groups per
-// thread (twice the bytes in flight per thread, two independent chains of math to interleave);
-// below it one group per thread spreads a small batch over as many SMs as possible for latency.
+// 16-byte groups per SM beyond which a batch counts as filling the GPU: 256-thread blocks, and
+// two groups per thread for the backward pass; below it 128-thread blocks spread a small batch
+// over as many SMs as possible for latency.
 constexpr int64_t kFullSmGroups = 2048;
 
 int64_t row_groups(const ActShape& shape) {
@@ -46,15 +46,20 @@ bool act_elementwise_row_fits(const ActShape& shape) {
 // A thread per (row, `unroll` groups) for every row at once. Large batches were measured both
 // ways on an H100 (bench/NOTES.md, "Gated activations v4"): this full grid of short-lived threads
 // beat one resident wave of threads looping over the rows with a prefetch of the next row by
-// 5-20 points of copy bandwidth, since the exact activation math keeps the issue slots busy and
-// only many resident warps (not a few warps with many loads each) hide the loads behind it.
-ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape) {
+// 5-20 points of copy bandwidth, since the activation math keeps the issue slots busy and only
+// many resident warps (not a few warps with many loads each) hide the loads behind it. For the
+// same reason the forward op takes one group per thread at every batch size: with its registers
+// capped for six blocks per SM, one group per thread measured 0-2 points faster than two at
+// M >= 1024 and 0.3-0.9 us faster at M = 64-512 (bench/NOTES.md, "Gated activations v7"). The
+// backward pass, uncapped, keeps two groups per thread once the batch fills the GPU. Rows of more
+// than kActMaxThreadsPerRow groups take two groups per thread either way.
+ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool backward) {
   ActElementwiseConfig c;
   const int64_t groups = row_groups(shape);
   const int64_t rows = std::max<int64_t>(shape.rows, 1);
-  const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups ||
-                         groups > kActMaxThreadsPerRow;
-  c.unroll = fills_gpu ? kActElementwiseMaxUnroll : 1;
+  const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups;
+  const bool two_groups = (backward && fills_gpu) || groups > kActMaxThreadsPerRow;
+  c.unroll = two_groups ? kActElementwiseMaxUnroll : 1;
   // A small batch is a few warps per SM at most: blocks half the usual size spread them over
   // twice as many SMs, so each SM's schedulers issue fewer of them (measured on an H100 at M = 1
   // and 32: 0.05-0.2 us faster than 256-thread blocks, bench/NOTES.md).

@@ -88,7 +88,9 @@ constexpr int64_t kActMaxThreadsPerRow = (int64_t{1} << 31) - 1024;
 // Whether the elementwise kernels can take rows of this shape (see kActMaxThreadsPerRow).
 bool act_elementwise_row_fits(const ActShape& shape);
 
-ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape);
+// `backward`: the backward pass (three inputs and two outputs per element) rather than the
+// forward op.
+ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool backward);
 ActQuantConfig choose_act_quant_config(const ActShape& shape);
 
 }  // namespace fusekit::gpu

@@ -39,7 +39,8 @@ Status run(ActLaunch& l, Activation act, int device) {
       return Status::unsupported("act_and_mul: rows of " + std::to_string(shape.cols) +
                                  " elements are longer than the GPU kernels take");
     }
-    l.elementwise = choose_act_elementwise_config(shape);
+    l.elementwise =
+        choose_act_elementwise_config(shape, l.kind == ActKernelKind::kBackward);
     l.args.threads_per_row = static_cast<uint32_t>(l.elementwise.threads_per_row);
     l.args.active_threads = static_cast<uint32_t>(l.elementwise.active_threads);
     l.args.rows_per_pass = l.elementwise.rows_per_pass;
