@@ -114,18 +114,21 @@ FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
 // t Q(t) stands for h(a) = e^(a^2) erfc(a), which is smooth and slowly varying (1 at 0, about
 // 1 / (a sqrt(pi)) for large a): Q is a degree-8 fit in t over a in [0, 15 / sqrt(2)]
 // (dev/fit_act_math.py; relative error 4.4e-8; degree 6 and 1.6e-6 with approximate Ops),
-// reached with one reciprocal, so no branch and
-// no second form. The fast-varying factor e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err
-// (exact with fma), not from the rounded a, whose rounding the exponent would magnify about 2a^2
+// reached with one reciprocal, so no branch and no second form. The fast-varying factor
+// e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err (exact with fma; approximate Ops leave
+// xx_err out), not from the rounded a, whose rounding the exponent would magnify about 2a^2
 // times (1e-5 relative at x = -13). x is clamped to [-15, 15], where e^(-x^2 / 2) = e^-112.5
-// rounds to 0 (Phi(-15) = 0, Phi(15) = 1), so infinite x forms no inf - inf. A NaN x gives the
-// clamp's bound here (min and max drop NaN, one instruction each): the activations multiply by
-// x, which carries the NaN. Relative error about 4e-7 for x in [-13, 13]; below -13.1 Phi is
-// subnormal, and off by a few 2^-149 at most.
+// rounds to 0 (Phi(-15) = 0, Phi(15) = 1), so infinite x forms no inf - inf (x^2's error term)
+// and no inf * 0 (the reciprocal's Newton steps); approximate Ops take only the lower bound. A
+// NaN x gives the clamp's bound here (min and max drop NaN, one instruction each): the
+// activations multiply by x, which carries the NaN. Relative error about 4e-7 for x in
+// [-13, 13]; below -13.1 Phi is subnormal, and off by a few 2^-149 at most.
 template <class Ops = PortableOps>
 FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
   constexpr float kInvSqrt2 = 0.707106781186547524f;
-  const float c = fminf(fmaxf(x, -15.0f), 15.0f);
+  // Approximate Ops need no upper clamp: for x = +inf (or x^2 past float's range) their
+  // reciprocal gives t = 0 and their exp 0, so half_tail is 0 and Phi is 1.
+  const float c = Ops::kExact ? fminf(fmaxf(x, -15.0f), 15.0f) : fmaxf(x, -15.0f);
   const float a = fabsf(c) * kInvSqrt2;
   const float t = Ops::reciprocal(fmaf(0.5f, a, 1.0f));  // 1 + a / 2 in [1, 6.31]
   float q;  // Q(t) / 2

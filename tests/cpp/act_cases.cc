@@ -114,10 +114,10 @@ TensorView scale_view(const ActCase& c, const RowBuffer& s) {
 }
 
 // Tolerances against the unrounded float64 reference, per output dtype. The kernels compute in
-// float32 (activation within a few ulp, ~1e-6 relative at worst through erfc) and round once, so
-// a 16-bit output is within half an ulp of the float32 value: 2^-8 relative for bfloat16 (8
-// significant bits), 2^-11 for float16 (11 bits), plus 1e-5 for the float32 error; float32
-// outputs 1e-5. The absolute terms are half the smallest subnormal step of each dtype (float16
+// float32 (activation within a few ulp, ~1e-6 relative at worst through erfc; the GPU's
+// approximate math for 16-bit forward outputs within 1e-5) and round once, so a 16-bit output is
+// within half an ulp of the float32 value: 2^-8 relative for bfloat16 (8 significant bits),
+// 2^-11 for float16 (11 bits), plus 1e-5 for the float32 error; float32 outputs 1e-5. The absolute terms are half the smallest subnormal step of each dtype (float16
 // 2^-25).
 Tolerance act_tolerance(DType dtype) {
   switch (dtype) {
