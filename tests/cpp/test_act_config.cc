@@ -54,11 +54,8 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
             if (!backward) ASSERT_EQ(e.unroll, 1);  // the forward op: one group per thread
             ASSERT_LE(e.block_threads, kActMaxBlockThreads);
             ASSERT_EQ(e.block_threads % s.warp_size, 0);
-            // 16-byte groups, or 8-byte ones for a small batch's forward op on 16-bit types.
-            const bool small = m * groups <= int64_t{s.sm_count} * 2048;
-            ASSERT_EQ(e.group_elems, !backward && small && group == 8 ? group / 2 : group);
             // Every thread of a row has a group, and the row's threads cover it.
-            ASSERT_EQ(e.threads_per_row, ceil_div(ceil_div(n, e.group_elems), e.unroll));
+            ASSERT_EQ(e.threads_per_row, ceil_div(groups, e.unroll));
             ASSERT_GE(e.rows_per_pass, 1);
             ASSERT_LE(e.rows_per_pass, std::max<int64_t>(m, 1));
             ASSERT_EQ(e.active_threads, e.rows_per_pass * e.threads_per_row);
@@ -162,15 +159,11 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
     const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
     SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
     EXPECT_EQ(e.unroll, 1);
-    EXPECT_EQ(e.group_elems, 4);         // 8-byte groups
-    EXPECT_EQ(e.threads_per_row, 3584);  // one group per thread
+    EXPECT_EQ(choose_act_elementwise_config(s, true).unroll, 1);  // backward alike
+    EXPECT_EQ(e.threads_per_row, 1792);  // one group per thread
     EXPECT_EQ(e.rows_per_pass, m);       // every row at once: nothing loops
     EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
-    EXPECT_EQ(e.grid, 28 * m);  // the row over 28 blocks of 128 threads
-    const ActElementwiseConfig b = choose_act_elementwise_config(s, true);
-    EXPECT_EQ(b.unroll, 1);  // the backward pass: one 16-byte group per thread
-    EXPECT_EQ(b.group_elems, 8);
-    EXPECT_EQ(b.threads_per_row, 1792);
+    EXPECT_EQ(e.grid, 14 * m);  // the row over 14 blocks of 128 threads
   }
 }
 
@@ -202,10 +195,9 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   s.cols = 64;  // 8 groups of bf16
   s.rows = 1000;
   const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
-  EXPECT_EQ(e.threads_per_row, 16);  // narrow groups: 4 elements per thread
+  EXPECT_EQ(e.threads_per_row, 8);
   EXPECT_EQ(e.rows_per_pass, 1000);
-  EXPECT_EQ(e.grid, 125);  // 16000 threads: 8 rows per 128-thread block
-  EXPECT_EQ(choose_act_elementwise_config(s, true).grid, 63);  // 16-byte groups: 16 rows a block
+  EXPECT_EQ(e.grid, 63);  // 8000 threads: 16 rows per 128-thread block, the last part full
   s.rows = 100000;        // enough to fill the GPU: the backward pass takes two groups per thread
   EXPECT_EQ(choose_act_elementwise_config(s, false).threads_per_row, 8);
   EXPECT_EQ(choose_act_elementwise_config(s, true).threads_per_row, 4);

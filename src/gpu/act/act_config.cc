@@ -24,7 +24,7 @@ int64_t row_groups(const ActShape& shape) {
 
 std::string ActElementwiseConfig::to_string() const {
   std::ostringstream s;
-  s << "elementwise(block=" << block_threads << ",unroll=" << unroll << ",group=" << group_elems
+  s << "elementwise(block=" << block_threads << ",unroll=" << unroll
     << ",threads_per_row=" << threads_per_row << ",rows_per_pass=" << rows_per_pass
     << ",grid=" << grid << ")";
   return s.str();
@@ -60,17 +60,11 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
   const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups;
   const bool two_groups = (backward && fills_gpu) || groups > kActMaxThreadsPerRow;
   c.unroll = two_groups ? kActElementwiseMaxUnroll : 1;
-  // Narrow groups for a small batch's forward op on 16-bit types (measured on an H100:
-  // bench/NOTES.md, "Gated activations v7").
-  const bool narrow = !backward && !fills_gpu && !two_groups && shape.group_elems == 8;
-  c.group_elems = narrow ? shape.group_elems / 2 : shape.group_elems;
-  const int64_t thread_groups =
-      narrow ? ceil_div(std::max<int64_t>(shape.cols, 1), c.group_elems) : groups;
   // A small batch is a few warps per SM at most: blocks half the usual size spread them over
   // twice as many SMs, so each SM's schedulers issue fewer of them (measured on an H100 at M = 1
   // and 32: 0.05-0.2 us faster than 256-thread blocks, bench/NOTES.md).
   c.block_threads = fills_gpu ? kActElementwiseThreads : kActSmallBatchThreads;
-  c.threads_per_row = ceil_div(thread_groups, c.unroll);
+  c.threads_per_row = ceil_div(groups, c.unroll);
   c.rows_per_pass = std::clamp<int64_t>(kActMaxActiveThreads / c.threads_per_row, 1, rows);
   c.active_threads = c.rows_per_pass * c.threads_per_row;
   c.grid = ceil_div(c.active_threads, c.block_threads);
