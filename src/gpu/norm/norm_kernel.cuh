@@ -11,7 +11,7 @@
 // and one write (up to 16 blocks x 512 threads x 4 groups: N = 262144 bf16). Elsewhere
 // norm_staged_kernel keeps as much of the row as fits in shared memory and re-reads the rest (from
 // L2, where it was just read) in the second pass; a whole row of up to ~110K bf16 elements fits on
-// an H100.
+// an H100 (norm_staged_kernel.cuh).
 //
 // Work split. Work comes in "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements). In the
 // registers path thread t takes groups t, t + T, ... and sums follow one fixed tree over the
@@ -510,133 +510,6 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   normalize_row_slice<K, kWhole, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
                                                    reduce, no_max, t == 0 && rank == 0);
   cluster_barrier();
-}
-
-// Reads group g of h back in the second pass: from shared memory when staged there, else from
-// global memory (residual_out when adding, whose values this thread wrote in the first pass;
-// x otherwise).
-template <class K>
-FUSEKIT_DEVICE void reload_source(const NormKernelArgs& a, const typename K::TR* stage,
-                                  int64_t row, int64_t g, float (&h)[K::kGroup]) {
-  using TR = typename K::TR;
-  constexpr int G = K::kGroup;
-  if (g < a.smem_groups) {
-    Packed<TR, G> p;
-    p.load(stage + g * G);
-#pragma unroll
-    for (int e = 0; e < G; ++e) h[e] = to_float(p.elems[e]);
-  } else {
-    const TR* src = K::kAdd ? static_cast<const TR*>(a.residual_out) + row * a.residual_out_stride
-                            : static_cast<const TR*>(a.x) + row * a.x_stride;
-    load_group<TR, G, K::kLoad>(src, g * G, a.cols, h);
-  }
-}
-
-// One block per row. Pass 1 reads the inputs once (forming and writing h when adding), sums, and
-// stages the first smem_groups groups of h in shared memory; pass 2 writes the output.
-template <class K>
-__global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormKernelArgs a) {
-  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
-  using TR = typename K::TR;
-  constexpr int G = K::kGroup;
-  constexpr int B = K::kBatch;
-  extern __shared__ uint4 stage_words[];
-  TR* stage = reinterpret_cast<TR*>(stage_words);
-  __shared__ float scratch[2][K::kScratch];
-
-  const int64_t row = blockIdx.x;
-  const int threads = static_cast<int>(blockDim.x);
-  const int64_t n = a.cols;
-  const int64_t groups = (n + G - 1) / G;
-
-  wait_for_prior_grids();
-  allow_dependent_grids();
-
-  // Pass 1: read, (add), stage, sum.
-  float acc = 0.0f;
-  for (int64_t g0 = threadIdx.x; g0 < groups; g0 += static_cast<int64_t>(threads) * B) {
-    float h[B][G];
-#pragma unroll
-    for (int j = 0; j < B; ++j) {
-      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
-      if (g < groups) {
-        load_source<K>(a, row, g * G, h[j]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < G; ++e) h[j][e] = 0.0f;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < B; ++j) {
-      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
-      if (g < a.smem_groups) {
-        Packed<TR, G> p;
-#pragma unroll
-        for (int e = 0; e < G; ++e) p.elems[e] = from_float<TR>(h[j][e]);
-        p.store(stage + g * G);
-      }
-#pragma unroll
-      for (int e = 0; e < G; ++e) acc += K::kLayer ? h[j][e] : h[j][e] * h[j][e];
-    }
-  }
-  float mean = 0.0f;
-  float total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(acc, threads, scratch[0]);
-  if constexpr (K::kLayer) {
-    // Second pass over data on chip (or in L2): the variance about the mean.
-    mean = total / static_cast<float>(n);
-    acc = 0.0f;
-    for (int64_t g = threadIdx.x; g < groups; g += threads) {
-      float h[G];
-      reload_source<K>(a, stage, row, g, h);
-#pragma unroll
-      for (int e = 0; e < G; ++e) {
-        const float d = h[e] - mean;
-        if (g * G + e < n) acc += d * d;
-      }
-    }
-    total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(acc, threads, scratch[1]);
-  }
-  const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
-
-  float inverse_scale = 1.0f;
-  if constexpr (K::kFp8Out) {
-    // A dynamic scale needs max|y| first: one more pass over the staged row.
-    float max_abs = 0.0f;
-    if (a.dynamic_scale != nullptr) {
-      for (int64_t g = threadIdx.x; g < groups; g += threads) {
-        float h[G], w[G], b[G], y[G];
-        reload_source<K>(a, stage, row, g, h);
-        load_affine<K>(a, g * G, w, b);
-        output_values<K>(a, h, w, b, mean, rstd, y);
-        max_abs = group_max_abs<K>(max_abs, y, g * G, n);
-      }
-      max_abs = block_reduce<K::kWarp, K::kMaxWarpsPerRow>(max_abs, scratch[1], NanMax{});
-    }
-    inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, threadIdx.x == 0);
-  }
-
-  // Pass 2: normalize and write.
-  constexpr int B2 = K::kOutBatch;
-  for (int64_t g0 = threadIdx.x; g0 < groups; g0 += static_cast<int64_t>(threads) * B2) {
-    float h[B2][G], w[B2][G], b[B2][G];
-#pragma unroll
-    for (int j = 0; j < B2; ++j) {
-      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
-      if (g < groups) {
-        reload_source<K>(a, stage, row, g, h[j]);
-        load_affine<K>(a, g * G, w[j], b[j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < B2; ++j) {
-      const int64_t g = g0 + static_cast<int64_t>(j) * threads;
-      if (g < groups) write_output<K>(a, row, g * G, h[j], w[j], b[j], mean, rstd, inverse_scale);
-    }
-  }
-  if (threadIdx.x == 0) {
-    if (a.rstd != nullptr) a.rstd[row] = rstd;
-    if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
-  }
 }
 
 }  // namespace fusekit::gpu

@@ -21,6 +21,7 @@
 #include "gpu/common/kernel_limits.h"
 #include "gpu/norm/norm_config.h"
 #include "gpu/norm/norm_kernel.cuh"
+#include "gpu/norm/norm_staged_kernel.cuh"
 
 namespace fusekit::gpu {
 
