@@ -261,13 +261,8 @@ template <class K, typename Index>
 FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename K::T* up,
                                        Index col, Index n, float (&y)[K::kGroup]) {
   constexpr int G = K::kGroup;
-  float gf[G], uf[G];
-  load_group<typename K::T, G, K::kLoad>(gate, col, n, gf);
-  load_group<typename K::T, G, K::kLoad>(up, col, n, uf);
-#pragma unroll
-  for (int e = 0; e < G; ++e) {
-    y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
-  }
+  group_values<K>(load_group<typename K::T, G, K::kLoad>(gate, col, n),
+                  load_group<typename K::T, G, K::kLoad>(up, col, n), y);
 }
 
 // y for kItems groups of one thread (first_col, then col_step apart), kept for the write, and
