@@ -11,7 +11,8 @@
 // that include this header are compiled with contraction off (CMakeLists.txt: -ffp-contract=off,
 // nvcc -fmad=false) and without fast-math. Accuracy: exp within 2 ulp, the normal CDF within about
 // 3e-7 relative, so the activations are within a few ulp of the float64 value, far inside the
-// output dtype's rounding. Cost matters as much: the forward kernels are memory-bound only while
+// output dtype's rounding. The fp8 forms take shorter versions (Fp8Ops), the same bits everywhere
+// and within about 1e-5 relative, which 3 mantissa bits cannot see. Cost matters as much: the forward kernels are memory-bound only while
 // the math stays under a few dozen instructions per element, so each function here is written
 // as straight-line code with the fewest operations that keep that accuracy.
 //
@@ -68,19 +69,69 @@ FUSEKIT_HOST_DEVICE float portable_exp_neg(float a) {
   return fmaf(scaled, kTwoMinus64, c - c);  // c - c: 0, or NaN for NaN
 }
 
+// e^-(a s) for a s in [0, 189] (s = log2(e) gives e^-a), accurate to 3e-6 relative: the fp8
+// forms' primitive. v = a s is split as n - f with n = round(v) (the low bits of
+// k = a s + 1.5 * 2^23) and f = n - a s in [-1/2, 1/2] (one fma, so one rounding; s's own
+// rounding adds v 2^-25 at most), 2^f is a degree-4 fit (dev/fit_act_math.py; 2.6e-6) scaled by
+// 2^64, and 2^-n is applied as in portable_exp_neg: an integer subtraction from the exponent bits
+// (a normal float for every n up to 189) and one rounding multiply by 2^-64, so subnormal results
+// are rounded once. About 9 instructions, against 15 for portable_exp_neg. The caller bounds
+// a s (no clamp here) and carries NaN itself (a NaN a gives an unspecified number).
+FUSEKIT_HOST_DEVICE float short_exp_neg(float a, float s) {
+  constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23
+  constexpr float kTwo64 = 18446744073709551616.0f;
+  constexpr float kTwoMinus64 = 5.42101086242752217e-20f;
+  const float k = fmaf(a, s, kRoundMagic);
+  const float n = k - kRoundMagic;
+  const float f = fmaf(a, -s, n);
+  float p = kTwo64 * 9.570039710e-03f;
+  p = fmaf(p, f, kTwo64 * 5.591827013e-02f);
+  p = fmaf(p, f, kTwo64 * 2.402474936e-01f);
+  p = fmaf(p, f, kTwo64 * 6.931217649e-01f);
+  p = fmaf(p, f, kTwo64 * 9.999992591e-01f);  // 2^64 2^f
+  return fp8_bits_float(fp8_float_bits(p) - (fp8_float_bits(k) << 23)) * kTwoMinus64;
+}
+
 // The primitives the forward activations are built from, as a policy: e^-a for a >= 0,
 // e^(-x^2 / 2) from x^2 = xx + xx_err (xx rounded, xx_err its exact error), and 1 / d for d in
-// [1, 16]. PortableOps are the exact ones here, the same bits on every backend. The GPU kernels
-// whose outputs are 16-bit types use the special-function units' approximations instead
-// (gpu/act/act_kernel.cuh, ApproxOps: a few 1e-6 relative, under a hundredth of a 16-bit
-// rounding step), which takes the math from about 25-45 instructions per element to 10-30.
+// [1, 16]. Three policies, by what the output needs:
+// - PortableOps: float32-accurate (a few ulp) and the same bits on every backend. Float32
+//   outputs and the backward pass.
+// - Fp8Ops: the same bits on every backend, accurate to about 1e-5 relative: an fp8 output keeps
+//   3 mantissa bits, so its codes match the float64 value's as often as float32's would (within
+//   one step, never worse), and the GPU's codes and scales still match the CPU's bit for bit.
+//   A shorter exp (short_exp_neg), gelu's Q of degree 6 and x^2 as rounded: about a quarter fewer
+//   instructions per element, which the quantizing kernels, issue-bound on their math, need.
+// - ApproxOps (gpu/act/act_kernel.cuh): the special-function units' exp2 and reciprocal, a few
+//   1e-6 relative, for 16-bit outputs on the GPU, whose bits need not match the CPU's.
+// kFloat32Accurate picks normal_cdf's degree-8 Q; kNeedsUpperClamp says whether normal_cdf must
+// clamp x from above (the exact reciprocal's Newton steps and short_exp_neg take no infinity).
 struct PortableOps {
-  static constexpr bool kExact = true;  // float32-accurate: normal_cdf takes its degree-8 Q
+  static constexpr bool kFloat32Accurate = true;
+  static constexpr bool kNeedsUpperClamp = true;
   FUSEKIT_HOST_DEVICE static float exp_neg(float a) { return portable_exp_neg(a); }
   // e^(-xx / 2) (1 - xx_err / 2): the first-order correction is exact to float precision.
   FUSEKIT_HOST_DEVICE static float exp_neg_half_square(float xx, float xx_err) {
     const float e = portable_exp_neg(0.5f * xx);
     return fmaf(-0.5f * xx_err, e, e);
+  }
+  FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_1_to_16(d); }
+};
+
+struct Fp8Ops {
+  static constexpr bool kFloat32Accurate = false;
+  static constexpr bool kNeedsUpperClamp = true;
+  static constexpr float kLog2e = 1.44269504088896341f;
+  // Past a = 104, e^-a rounds to 0 in float32; the clamp also keeps n within short_exp_neg's range.
+  // A NaN a stays NaN through the clamp and gives an unspecified number: the activations take
+  // e^-|t| only beside a factor x that carries the NaN (mul_sigmoid).
+  FUSEKIT_HOST_DEVICE static float exp_neg(float a) {
+    return short_exp_neg(a > 104.0f ? 104.0f : a, kLog2e);
+  }
+  // xx <= 225 here (normal_cdf's clamp), so n <= 163. xx's rounding error moves the result by
+  // xx 2^-25 relative at most (7e-6 at the clamp, where Phi is below 1e-50).
+  FUSEKIT_HOST_DEVICE static float exp_neg_half_square(float xx, float /*xx_err*/) {
+    return short_exp_neg(xx, 0.5f * kLog2e);
   }
   FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_1_to_16(d); }
 };
@@ -113,10 +164,10 @@ FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
 //   Phi(x) = erfc(a) / 2 for x <= 0, and 1 - erfc(a) / 2 for x > 0.
 // t Q(t) stands for h(a) = e^(a^2) erfc(a), which is smooth and slowly varying (1 at 0, about
 // 1 / (a sqrt(pi)) for large a): Q is a degree-8 fit in t over a in [0, 15 / sqrt(2)]
-// (dev/fit_act_math.py; relative error 4.4e-8; degree 6 and 1.6e-6 with approximate Ops),
+// (dev/fit_act_math.py; relative error 4.4e-8; degree 6 and 1.6e-6 for Fp8Ops and ApproxOps),
 // reached with one reciprocal, so no branch and no second form. The fast-varying factor
-// e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err (exact with fma; approximate Ops leave
-// xx_err out), not from the rounded a, whose rounding the exponent would magnify about 2a^2
+// e^(-a^2) = e^(-x^2 / 2) is taken from x^2 = xx + xx_err (exact with fma; Fp8Ops and ApproxOps
+// leave xx_err out), not from the rounded a, whose rounding the exponent would magnify about 2a^2
 // times (1e-5 relative at x = -13). x is clamped to [-15, 15], where e^(-x^2 / 2) = e^-112.5
 // rounds to 0 (Phi(-15) = 0, Phi(15) = 1), so infinite x forms no inf - inf (x^2's error term)
 // and no inf * 0 (the reciprocal's Newton steps); approximate Ops take only the lower bound. A
@@ -125,14 +176,13 @@ FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
 // [-13, 13]; below -13.1 Phi is subnormal, and off by a few 2^-149 at most.
 template <class Ops = PortableOps>
 FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
-  constexpr float kInvSqrt2 = 0.707106781186547524f;
+  constexpr float kInvTwoSqrt2 = 0.353553390593273762f;  // a / 2 = |x| / (2 sqrt 2)
   // Approximate Ops need no upper clamp: for x = +inf (or x^2 past float's range) their
   // reciprocal gives t = 0 and their exp 0, so half_tail is 0 and Phi is 1.
-  const float c = Ops::kExact ? fminf(fmaxf(x, -15.0f), 15.0f) : fmaxf(x, -15.0f);
-  const float a = fabsf(c) * kInvSqrt2;
-  const float t = Ops::reciprocal(fmaf(0.5f, a, 1.0f));  // 1 + a / 2 in [1, 6.31]
+  const float c = Ops::kNeedsUpperClamp ? fminf(fmaxf(x, -15.0f), 15.0f) : fmaxf(x, -15.0f);
+  const float t = Ops::reciprocal(fmaf(fabsf(c), kInvTwoSqrt2, 1.0f));  // 1 + a / 2 in [1, 6.31]
   float q;  // Q(t) / 2
-  if constexpr (Ops::kExact) {
+  if constexpr (Ops::kFloat32Accurate) {
     q = -2.960787436e-02f;
     q = fmaf(q, t, 1.426459868e-01f);
     q = fmaf(q, t, -2.443431523e-01f);
@@ -142,7 +192,7 @@ FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
     q = fmaf(q, t, 1.214889683e-01f);
     q = fmaf(q, t, 1.411963087e-01f);
     q = fmaf(q, t, 1.410427153e-01f);
-  } else {  // degree 6, 1.6e-6: no more than the approximate exp's own error
+  } else {  // degree 6, 1.6e-6: no more than the shorter exps' own error
     q = 4.357175698e-02f;
     q = fmaf(q, t, -1.765082235e-01f);
     q = fmaf(q, t, 1.920190400e-01f);

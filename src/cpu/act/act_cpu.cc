@@ -1,5 +1,6 @@
 // CPU backend for the gated activations: plain loops over rows, float32 math from core/act_math.h
-// (the same functions, operation for operation, as the GPU kernels), so fp8 codes and scales are
+// (the same functions, operation for operation, as the GPU kernels: PortableOps for float32
+// outputs and the backward pass, Fp8Ops for the fp8 forms), so fp8 codes and scales are
 // the reference the GPU must match bit for bit. Compiled with floating-point contraction off
 // (CMakeLists.txt) for that reason. Rows are independent and split across OpenMP threads when
 // OpenMP is available and the call is large enough (cpu/common/parallel.h).
@@ -38,7 +39,8 @@ void act_rows(const ActProblem& p) {
       }
       float max_abs = 0.0f;
       for (int64_t j = 0; j < n; ++j) {
-        y[static_cast<size_t>(j)] = ActMath<kAct>::value(to_float(gate[j])) * to_float(up[j]);
+        y[static_cast<size_t>(j)] =
+            ActMath<kAct>::template value<Fp8Ops>(to_float(gate[j])) * to_float(up[j]);
         max_abs = max_abs_accumulate(max_abs, y[static_cast<size_t>(j)]);
       }
       uint8_t* out = static_cast<uint8_t*>(p.out) + row * p.out_stride;

@@ -60,7 +60,8 @@ using detail::ActMath;
 // gelu output is 0) and 7e-6 at the clamp, |x| = 15, a hundredth of a bfloat16 rounding step.
 // NaN stays NaN and e^-inf is 0.
 struct ApproxOps {
-  static constexpr bool kExact = false;
+  static constexpr bool kFloat32Accurate = false;
+  static constexpr bool kNeedsUpperClamp = false;  // see normal_cdf
   static constexpr float kLog2e = 1.44269504088896341f;
   static constexpr float kOffset = 64.0f;
   static constexpr float kUndoOffset = 5.42101086242752217e-20f;  // 2^-64
@@ -77,7 +78,8 @@ struct ApproxOps {
 // The forward math of the plain op: a 16-bit output is one rounding of the float32 value, whose
 // step (2^-8 or 2^-11 relative) is a thousand times ApproxOps' error, so those outputs take the
 // cheaper primitives; float32 outputs take the portable ones and match the CPU backend bit for
-// bit. The fp8 forms always take the portable ones: their codes must match the CPU's.
+// bit. The fp8 forms take detail::Fp8Ops (group_values), as the CPU backend does: their codes must
+// match the CPU's.
 template <typename T>
 using ForwardOps = std::conditional_t<sizeof(T) == 2, ApproxOps, detail::PortableOps>;
 
@@ -208,7 +210,8 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
   }
 }
 
-// y = act(gate) * up for one group of loaded inputs.
+// y = act(gate) * up for one group of loaded inputs, with the fp8 forms' math (the quantizing
+// kernels' only use).
 template <class K>
 FUSEKIT_DEVICE void group_values(const Packed<typename K::T, K::kGroup>& g,
                                  const Packed<typename K::T, K::kGroup>& u,
@@ -218,7 +221,9 @@ FUSEKIT_DEVICE void group_values(const Packed<typename K::T, K::kGroup>& g,
   to_floats(g, gf);
   to_floats(u, uf);
 #pragma unroll
-  for (int e = 0; e < G; ++e) y[e] = ActMath<K::kAct>::value(gf[e]) * uf[e];
+  for (int e = 0; e < G; ++e) {
+    y[e] = ActMath<K::kAct>::template value<detail::Fp8Ops>(gf[e]) * uf[e];
+  }
 }
 
 // The one-block quantizing kernel's y, from its math to its write: thread t's group i lives in
