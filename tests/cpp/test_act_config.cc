@@ -54,8 +54,13 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
             if (!backward) ASSERT_EQ(e.unroll, 1);  // the forward op: one group per thread
             ASSERT_LE(e.block_threads, kActMaxBlockThreads);
             ASSERT_EQ(e.block_threads % s.warp_size, 0);
+            // 16-byte groups, or 8-byte ones for a decode-sized batch's forward op on 16-bit
+            // types (at most one small-batch block of 16-byte groups per SM).
+            const bool tiny = std::max<int64_t>(m, 1) * groups <= int64_t{s.sm_count} * 128;
+            ASSERT_EQ(e.group_elems,
+                      !backward && tiny && group == 8 && e.unroll == 1 ? group / 2 : group);
             // Every thread of a row has a group, and the row's threads cover it.
-            ASSERT_EQ(e.threads_per_row, ceil_div(groups, e.unroll));
+            ASSERT_EQ(e.threads_per_row, ceil_div(ceil_div(n, e.group_elems), e.unroll));
             ASSERT_GE(e.rows_per_pass, 1);
             ASSERT_LE(e.rows_per_pass, std::max<int64_t>(m, 1));
             ASSERT_EQ(e.active_threads, e.rows_per_pass * e.threads_per_row);
@@ -152,18 +157,34 @@ TEST(ActConfig, RowsTooLongForThirtyTwoBitSlotsAreRefused) {
 }
 
 TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
-  for (int64_t m : {1, 4, 16}) {
+  for (int64_t m : {1, 4, 9}) {  // 9 x 1792 groups: at most 128 per SM of 132
     ActShape s = device_shape(0);
     s.cols = 14336;  // bf16: 1792 groups
     s.rows = m;
     const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
     SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
     EXPECT_EQ(e.unroll, 1);
-    EXPECT_EQ(choose_act_elementwise_config(s, true).unroll, 1);  // backward alike
-    EXPECT_EQ(e.threads_per_row, 1792);  // one group per thread
+    EXPECT_EQ(e.group_elems, 4);         // 8-byte groups
+    EXPECT_EQ(e.threads_per_row, 3584);  // one group per thread
     EXPECT_EQ(e.rows_per_pass, m);       // every row at once: nothing loops
     EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
-    EXPECT_EQ(e.grid, 14 * m);  // the row over 14 blocks of 128 threads
+    EXPECT_EQ(e.grid, 28 * m);  // the row over 28 blocks of 128 threads
+    const ActElementwiseConfig b = choose_act_elementwise_config(s, true);
+    EXPECT_EQ(b.unroll, 1);  // the backward pass: one 16-byte group per thread
+    EXPECT_EQ(b.group_elems, 8);
+    EXPECT_EQ(b.threads_per_row, 1792);
+  }
+  // Past one block of 16-byte groups per SM the forward op keeps them (still in the small-batch
+  // blocks while the batch does not fill the GPU).
+  for (int64_t m : {10, 32, 100}) {
+    ActShape s = device_shape(0);
+    s.cols = 14336;
+    s.rows = m;
+    const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
+    SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
+    EXPECT_EQ(e.group_elems, 8);
+    EXPECT_EQ(e.threads_per_row, 1792);
+    EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
   }
 }
 
@@ -195,9 +216,10 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   s.cols = 64;  // 8 groups of bf16
   s.rows = 1000;
   const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
-  EXPECT_EQ(e.threads_per_row, 8);
+  EXPECT_EQ(e.threads_per_row, 16);  // narrow groups: 4 elements per thread
   EXPECT_EQ(e.rows_per_pass, 1000);
-  EXPECT_EQ(e.grid, 63);  // 8000 threads: 16 rows per 128-thread block, the last part full
+  EXPECT_EQ(e.grid, 125);  // 16000 threads: 8 rows per 128-thread block
+  EXPECT_EQ(choose_act_elementwise_config(s, true).grid, 63);  // 16-byte groups: 16 rows a block
   s.rows = 100000;        // enough to fill the GPU: the backward pass takes two groups per thread
   EXPECT_EQ(choose_act_elementwise_config(s, false).threads_per_row, 8);
   EXPECT_EQ(choose_act_elementwise_config(s, true).threads_per_row, 4);

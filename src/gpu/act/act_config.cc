@@ -24,7 +24,7 @@ int64_t row_groups(const ActShape& shape) {
 
 std::string ActElementwiseConfig::to_string() const {
   std::ostringstream s;
-  s << "elementwise(block=" << block_threads << ",unroll=" << unroll
+  s << "elementwise(block=" << block_threads << ",unroll=" << unroll << ",group=" << group_elems
     << ",threads_per_row=" << threads_per_row << ",rows_per_pass=" << rows_per_pass
     << ",grid=" << grid << ")";
   return s.str();
@@ -60,11 +60,23 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
   const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups;
   const bool two_groups = (backward && fills_gpu) || groups > kActMaxThreadsPerRow;
   c.unroll = two_groups ? kActElementwiseMaxUnroll : 1;
+  // A decode-sized batch's forward op on 16-bit types takes 8-byte groups (4 elements per thread,
+  // twice the threads) while 16-byte ones would give each SM at most one small-batch block: each
+  // warp then sits alone on its scheduler and its time is its own chain of math, which half the
+  // elements shortens. Beyond that the SMs are busy issuing and the narrower groups' extra
+  // per-thread work costs more than it saves (gelu at M = 32: 1.67 -> 1.93 us). Measured on an
+  // H100 (bench/NOTES.md, "Gated activations v9"): M = 1 gelu 1.44 -> 1.19 us, gelu_tanh 1.43 ->
+  // 1.10, M = 4 0.05-0.1 us less for each op.
+  const bool narrow = !backward && !two_groups && shape.group_elems == 8 &&
+                      rows * groups <= int64_t{shape.sm_count} * kActSmallBatchThreads;
+  c.group_elems = narrow ? shape.group_elems / 2 : shape.group_elems;
+  const int64_t thread_groups =
+      narrow ? ceil_div(std::max<int64_t>(shape.cols, 1), c.group_elems) : groups;
   // A small batch is a few warps per SM at most: blocks half the usual size spread them over
   // twice as many SMs, so each SM's schedulers issue fewer of them (measured on an H100 at M = 1
   // and 32: 0.05-0.2 us faster than 256-thread blocks, bench/NOTES.md).
   c.block_threads = fills_gpu ? kActElementwiseThreads : kActSmallBatchThreads;
-  c.threads_per_row = ceil_div(groups, c.unroll);
+  c.threads_per_row = ceil_div(thread_groups, c.unroll);
   c.rows_per_pass = std::clamp<int64_t>(kActMaxActiveThreads / c.threads_per_row, 1, rows);
   c.active_threads = c.rows_per_pass * c.threads_per_row;
   c.grid = ceil_div(c.active_threads, c.block_threads);

@@ -21,6 +21,10 @@ namespace fusekit::gpu {
 struct ActElementwiseConfig {
   int block_threads = 256;
   int unroll = 1;  // 1 or 2
+  // Elements per group: the shape's 16 bytes of the input dtype, or half that (kActNarrowGroupBytes)
+  // for the forward op on 16-bit types at decode-step sizes (act_config.cc): twice the threads,
+  // each with half the math, for a shorter chain per thread.
+  int group_elems = 8;
   int64_t threads_per_row = 1;
   int64_t rows_per_pass = 1;
   int64_t active_threads = 1;  // rows_per_pass * threads_per_row, < 2^31
@@ -73,6 +77,7 @@ constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
 // hundreds of times what any GPU holds at once, so in practice every row has its own threads).
 constexpr int kActElementwiseThreads = 256;
 constexpr int kActSmallBatchThreads = 128;  // batches that do not fill the GPU
+constexpr int kActNarrowGroupBytes = 8;      // decode-step forward groups, 16-bit types
 // Forward kernels with 16-byte accesses are built with registers capped for this many blocks of
 // kActElementwiseThreads per SM (40 registers, 48 resident warps on an H100) rather than the
 // compiler's 64 (32 warps): the exact activation math keeps the issue slots busy, so it is the

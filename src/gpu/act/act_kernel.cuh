@@ -106,12 +106,15 @@ struct ActKernelArgs {
   int64_t rows_per_pass;
 };
 
-template <Activation kAct_, typename T_, int kLoad_>
+// kGroupBytes: the bytes of each input a thread takes per group; 16, or 8 for the narrow groups
+// of small batches (act_config.h).
+template <Activation kAct_, typename T_, int kLoad_, int kGroupBytes = 16>
 struct ActTraits {
   static constexpr Activation kAct = kAct_;
   using T = T_;
-  static constexpr int kGroup = 16 / static_cast<int>(sizeof(T_));
+  static constexpr int kGroup = kGroupBytes / static_cast<int>(sizeof(T_));
   static constexpr int kLoad = kLoad_;
+  static_assert(kGroup % kLoad_ == 0, "the access width must divide the group");
 };
 
 // One thread's inputs for one row: kUnroll groups of gate and up (and grad_out for backward).

@@ -33,6 +33,12 @@ struct ActLaunch {
   StreamHandle stream = nullptr;
 };
 
+// The traits of K's narrow-group kernel (kActNarrowGroupBytes per group, accesses no wider).
+// A namespace-scope alias: nvcc's host stubs cannot name a kernel argument declared in a function.
+template <class K>
+using NarrowActTraits = ActTraits<K::kAct, typename K::T, std::min(K::kLoad, K::kGroup / 2),
+                                  kActNarrowGroupBytes>;
+
 template <class K>
 Status launch_act_kernel(const ActLaunch& l) {
   ErrorCode e = kSuccess;
@@ -80,6 +86,13 @@ Status launch_act_kernel(const ActLaunch& l) {
     const dim3 block(static_cast<unsigned>(c.block_threads));
     e = dispatch_bool(l.kind == ActKernelKind::kBackward, [&](auto backward_tag) {
       constexpr bool kBackward = decltype(backward_tag)::value;
+      if constexpr (!kBackward && sizeof(typename K::T) == 2) {
+        // Narrow groups (small batches of 16-bit types): half the elements per thread.
+        if (c.group_elems == NarrowActTraits<K>::kGroup) {
+          return launch(act_elementwise_kernel<NarrowActTraits<K>, 1, false>, grid, block, 0,
+                        l.stream, l.pdl, l.args);
+        }
+      }
       auto kernel = c.unroll == kActElementwiseMaxUnroll
                         ? act_elementwise_kernel<K, kActElementwiseMaxUnroll, kBackward>
                         : act_elementwise_kernel<K, 1, kBackward>;
