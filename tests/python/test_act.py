@@ -88,7 +88,9 @@ def test_quant_fp8_matches_float64(device, gen, act, format, n):
     assert scale.dtype == torch.float32 and scale.shape == (4,)
     y = reference(act, *split(x))
     expected_scale = (y.abs().amax(-1) / fp8_max).clamp_min(1 / (fp8_max * 512))
-    assert torch.allclose(scale.double().cpu(), expected_scale.cpu(), rtol=1e-6, atol=0)
+    # The fp8 forms' float32 math is within about 1e-5 of the float64 value (Fp8Ops in
+    # src/core/act_math.h: 3 mantissa bits cannot see it), and so is the row's max.
+    assert torch.allclose(scale.double().cpu(), expected_scale.cpu(), rtol=2e-5, atol=0)
     # Each code is y / scale rounded to fp8: within half an fp8 step (3 mantissa bits: 2^-4
     # relative) plus half the smallest subnormal step.
     exact = (y / scale.double()[:, None]).cpu()
