@@ -23,7 +23,9 @@
 //   kGeluTanh: gelu_tanh(g) = 0.5 * g * (1 + tanh(sqrt(2/pi) * (g + 0.044715 * g^3)))
 //   kGelu:     gelu(g) = 0.5 * g * (1 + erf(g / sqrt(2)))
 //
-// fp8 quantization (act_and_mul_quant_fp8). Per row, y = act(gate) * up in float32, then
+// fp8 quantization (act_and_mul_quant_fp8). Per row, y = act(gate) * up in float32 (a shorter
+// form of the activation math, within about 1e-5 relative, which an fp8 code's 3 mantissa bits
+// cannot see; the same operations on every backend), then
 //   scale = max(min(max|y| / fp8_max, scale_upper_bound), min_scale),  out = fp8(y * (1 / scale))
 // with fp8_max = 448 (e4m3fn) or 240 (e4m3fnuz), min_scale = 1 / (fp8_max * 512) (the floor
 // vLLM uses, so scales interoperate; it keeps an all-zero row at a finite positive scale and its
