@@ -4,6 +4,7 @@
 // entry would build for the same tensors (contiguous rows, stride N) and launches it through
 // gpu::run_norm_gpu_with with an explicit NormConfig and PDL setting, so each alternative differs
 // from the library's own choice in exactly one launch decision.
+#include <algorithm>
 #include <cstddef>
 
 #include "gpu/norm/norm_config.h"
@@ -79,7 +80,8 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   };
   add(heuristic);
   NormConfig c;
-  // Registers path with 1, 2 and 4 groups per thread, on as many threads as that takes.
+  // Registers path with 1, 2 and 4 groups per thread, on as many threads as that takes, in
+  // blocks of one row (at least a warp) and of 128, 256 and 512 threads (several rows each).
   const int64_t groups = (shape.cols + shape.group_elems - 1) / shape.group_elems;
   for (int items : {1, 2, 4}) {
     int64_t threads = 1;
@@ -87,6 +89,15 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
     if (gpu::make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(threads),
                               items, &c)) {
       add(c);
+      for (int block : {0, 128, 256, 512}) {
+        NormConfig b = c;
+        b.rows_per_block = std::max(1, block / c.threads_per_row);
+        if (c.threads_per_row < shape.warp_size) {
+          b.rows_per_block = std::max(b.rows_per_block, shape.warp_size / c.threads_per_row);
+        }
+        b.block_threads = b.threads_per_row * b.rows_per_block;
+        if (b.block_threads <= gpu::kNormMaxThreads) add(b);
+      }
     }
   }
   for (int threads : {256, 512})
@@ -94,7 +105,9 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
 
   variants->clear();
   for (std::size_t i = 0; i < configs.size(); ++i) {
-    for (int pdl = 0; pdl <= (g.supports_pdl ? 1 : 0); ++pdl) {
+    // Without programmatic dependent launch for the heuristic's choice only.
+    const int last_pdl = g.supports_pdl ? 1 : 0;
+    for (int pdl = i == 0 ? 0 : last_pdl; pdl <= last_pdl; ++pdl) {
       const NormConfig config = configs[i];
       SweepVariant v;
       v.label = config.to_string() + " pdl=" + std::to_string(pdl) + (i == 0 ? " *" : "");
