@@ -3,6 +3,8 @@
 // kernels cannot run.
 #include "gpu/norm/norm_config.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 
 namespace fusekit::gpu {
@@ -32,6 +34,9 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
             ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
             ASSERT_LE(c.items, kNormMaxItems);
             ASSERT_EQ(c.block_threads, c.threads_per_row * c.rows_per_block);
+            // One row per block from 64 threads per row up; shorter rows share 64-thread blocks
+            // (a whole warp at least).
+            ASSERT_EQ(c.block_threads, std::max({c.threads_per_row, 64, warp}));
             ASSERT_TRUE(is_pow2(c.items));
             // No more threads than groups, beyond rounding up to a power of two.
             ASSERT_LT(c.threads_per_row, 2 * groups);

@@ -13,8 +13,12 @@ namespace {
 // 16-byte groups per SM above which a batch takes the bandwidth shape: measured on an H100, four
 // groups per thread win from M = 256 at N = 4096 and lose at M = 1 and 32 (NOTES.md).
 constexpr int64_t kFullSmGroups = 128;
-// Blocks of at least this many threads for short rows (several rows per block).
-constexpr int kMinBlockThreads = 256;
+// Registers path: a block holds one row, or as many short rows as make this many threads. More,
+// smaller blocks spread a batch over more SMs: on an H100 (bench/NOTES.md, "Norm launch shapes
+// v7") one row per block against the earlier 256-thread floor took rms_norm [256, 2048] from 1.97
+// to 1.81 us in graphs (fused_add 2.45 -> 2.19) and [2048, 2048] from 9.8 to 9.5 us, and
+// measured the same elsewhere; below two warps a block's fixed costs start to show.
+constexpr int kMinBlockThreads = 64;
 // Registers path: the widest a row may be spread.
 constexpr int kMaxRegisterThreadsPerRow = 512;
 // Registers path, batches that do not fill the GPU: threads per row up to which a row is spread
