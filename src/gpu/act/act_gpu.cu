@@ -42,6 +42,7 @@ Status run(ActLaunch& l, Activation act, int device) {
     l.elementwise =
         choose_act_elementwise_config(shape, l.kind == ActKernelKind::kBackward);
     l.args.threads_per_row = static_cast<uint32_t>(l.elementwise.threads_per_row);
+    l.args.row_of_slot = detail::FastDivider::of(l.args.threads_per_row);
     l.args.active_threads = static_cast<uint32_t>(l.elementwise.active_threads);
     l.args.rows_per_pass = l.elementwise.rows_per_pass;
   }

@@ -39,6 +39,7 @@
 #include <type_traits>
 
 #include "core/act_math.h"
+#include "core/fast_divide.h"
 #include "core/fp8.h"
 #include "gpu/act/act_config.h"
 #include "gpu/common/fp8_pack.cuh"
@@ -102,6 +103,7 @@ struct ActKernelArgs {
   int cluster_blocks;  // quantized, cluster path: blocks per row
   // Elementwise kernels (act_config.h's ActElementwiseConfig): the flat thread space.
   uint32_t threads_per_row;
+  detail::FastDivider row_of_slot;  // slot / threads_per_row
   uint32_t active_threads;
   int64_t rows_per_pass;
 };
@@ -202,7 +204,7 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
   // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
   const uint32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
   if (slot < a.active_threads) {
-    const uint32_t row_in_pass = slot / a.threads_per_row;
+    const uint32_t row_in_pass = a.row_of_slot.divide(slot);
     const int64_t first_col = static_cast<int64_t>(slot - row_in_pass * a.threads_per_row) * G;
     const int64_t col_step = static_cast<int64_t>(a.threads_per_row) * G;
     for (int64_t row = row_in_pass; row < a.rows; row += a.rows_per_pass) {
