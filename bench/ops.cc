@@ -8,6 +8,7 @@
 
 #include "fusekit/activation.h"
 #include "fusekit/norm.h"
+#include "act_sweep.h"
 #include "norm_sweep.h"
 
 namespace fusekit::bench {
@@ -110,11 +111,10 @@ FamilySpec norm_family() {
   return f;
 }
 
-// Gated activations. Slots: x [M, 2N], out [M, N], and spare [M, N] whose storage holds the fp8
-// forms' float32 scales. The fp8 forms write N bytes per row into out's storage (a [M, N] fp8
-// view with row stride N fits in the [M, N] 16-bit slot). Bytes: x read once, out written once,
-// plus the M scales.
-enum ActSlot { kActX = 0, kActOut, kActSpare };
+// Gated activations. Slots (act_sweep.h's ActSlot): x [M, 2N], out [M, N], and spare [M, N]
+// whose storage holds the fp8 forms' float32 scales. The fp8 forms write N bytes per row into
+// out's storage (a [M, N] fp8 view with row stride N fits in the [M, N] 16-bit slot). Bytes: x
+// read once, out written once, plus the M scales.
 enum class ActBenchOp { kPlain, kQuantFp8 };
 
 int64_t act_plain_bytes(int64_t m, int64_t n, int64_t s) { return 3 * m * n * s; }
@@ -146,7 +146,7 @@ FamilySpec act_family() {
   const uint32_t x = bit(kActX), o = bit(kActOut), sp = bit(kActSpare);
   for (const char* name : {"silu_and_mul", "gelu_tanh_and_mul", "gelu_and_mul"}) {
     f.ops.push_back(OpSpec{name, name, x | o, x, static_cast<int>(ActBenchOp::kPlain),
-                           act_plain_bytes, call_act, nullptr, nullptr});
+                           act_plain_bytes, call_act, act_describe, act_sweep});
   }
   // The fp8 (e4m3fn) forms, run on the same shapes as their plain op.
   f.ops.push_back(OpSpec{"silu_and_mul_quant_fp8", "silu_and_mul", x | o | sp, x,

@@ -188,6 +188,34 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
   }
 }
 
+TEST(ActConfig, ExplicitConfigsForTheSweep) {
+  ActShape s = device_shape(0);
+  s.cols = 14336;  // bf16: 1792 groups
+  s.rows = 32;
+  ActElementwiseConfig c;
+  for (int block : {128, 256}) {
+    for (int group : {8, 4}) {
+      ASSERT_TRUE(make_act_elementwise_config(s, false, group, block, &c));
+      EXPECT_EQ(c.block_threads, block);
+      EXPECT_EQ(c.group_elems, group);
+      EXPECT_EQ(c.threads_per_row, 14336 / group);
+      EXPECT_EQ(c.grid, ceil_div(32 * c.threads_per_row, block));
+    }
+  }
+  // The heuristic's choice is one of these.
+  const ActElementwiseConfig h = choose_act_elementwise_config(s, false);
+  ASSERT_TRUE(make_act_elementwise_config(s, false, h.group_elems, h.block_threads, &c));
+  EXPECT_EQ(c.to_string(), h.to_string());
+  // Narrow groups only for the forward op on 16-bit types; blocks of whole warps up to the limit.
+  EXPECT_FALSE(make_act_elementwise_config(s, true, 4, 128, &c));
+  EXPECT_FALSE(make_act_elementwise_config(s, false, 2, 128, &c));
+  EXPECT_FALSE(make_act_elementwise_config(s, false, 8, 96 + 1, &c));
+  EXPECT_FALSE(make_act_elementwise_config(s, false, 8, 2048, &c));
+  s.group_elems = 4;  // float32
+  EXPECT_FALSE(make_act_elementwise_config(s, false, 2, 128, &c));
+  EXPECT_TRUE(make_act_elementwise_config(s, false, 4, 128, &c));
+}
+
 TEST(ActConfig, LargeBatchTakesTheBandwidthShape) {
   for (int64_t m : {4096, 65536, 1000000}) {
     for (int64_t n : {14336, 11008, 5120}) {

@@ -54,12 +54,10 @@ bool act_elementwise_row_fits(const ActShape& shape) {
 // backward pass, uncapped, keeps two groups per thread once the batch fills the GPU. Rows of more
 // than kActMaxThreadsPerRow groups take two groups per thread either way.
 ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool backward) {
-  ActElementwiseConfig c;
   const int64_t groups = row_groups(shape);
   const int64_t rows = std::max<int64_t>(shape.rows, 1);
   const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups;
   const bool two_groups = (backward && fills_gpu) || groups > kActMaxThreadsPerRow;
-  c.unroll = two_groups ? kActElementwiseMaxUnroll : 1;
   // A decode-sized batch's forward op on 16-bit types takes 8-byte groups (4 elements per thread,
   // twice the threads) while 16-byte ones would give each SM at most one small-batch block: each
   // warp then sits alone on its scheduler and its time is its own chain of math, which half the
@@ -69,18 +67,43 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
   // 1.10, M = 4 0.05-0.1 us less for each op.
   const bool narrow = !backward && !two_groups && shape.group_elems == 8 &&
                       rows * groups <= int64_t{shape.sm_count} * kActSmallBatchThreads;
-  c.group_elems = narrow ? shape.group_elems / 2 : shape.group_elems;
-  const int64_t thread_groups =
-      narrow ? ceil_div(std::max<int64_t>(shape.cols, 1), c.group_elems) : groups;
   // A small batch is a few warps per SM at most: blocks half the usual size spread them over
   // twice as many SMs, so each SM's schedulers issue fewer of them (measured on an H100 at M = 1
   // and 32: 0.05-0.2 us faster than 256-thread blocks, bench/NOTES.md).
-  c.block_threads = fills_gpu ? kActElementwiseThreads : kActSmallBatchThreads;
+  const int block = fills_gpu ? kActElementwiseThreads : kActSmallBatchThreads;
+  ActElementwiseConfig c;
+  make_act_elementwise_config(shape, backward, narrow ? shape.group_elems / 2 : shape.group_elems,
+                              block, &c);
+  return c;
+}
+
+bool make_act_elementwise_config(const ActShape& shape, bool backward, int group_elems,
+                                 int block_threads, ActElementwiseConfig* config) {
+  const int64_t groups = row_groups(shape);
+  const int64_t rows = std::max<int64_t>(shape.rows, 1);
+  const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups;
+  const bool two_groups = (backward && fills_gpu) || groups > kActMaxThreadsPerRow;
+  const bool narrow = group_elems != shape.group_elems;
+  if (narrow && (backward || two_groups || group_elems * 2 != shape.group_elems ||
+                 shape.group_elems != 8)) {
+    return false;  // narrow groups: the forward op on 16-bit types, one group per thread
+  }
+  if (block_threads < shape.warp_size || block_threads > kActMaxBlockThreads ||
+      block_threads % shape.warp_size != 0) {
+    return false;
+  }
+  ActElementwiseConfig c;
+  c.unroll = two_groups ? kActElementwiseMaxUnroll : 1;
+  c.group_elems = group_elems;
+  const int64_t thread_groups = ceil_div(std::max<int64_t>(shape.cols, 1), c.group_elems);
+  c.block_threads = block_threads;
   c.threads_per_row = ceil_div(thread_groups, c.unroll);
+  if (c.threads_per_row > kActMaxThreadsPerRow) return false;
   c.rows_per_pass = std::clamp<int64_t>(kActMaxActiveThreads / c.threads_per_row, 1, rows);
   c.active_threads = c.rows_per_pass * c.threads_per_row;
   c.grid = ceil_div(c.active_threads, c.block_threads);
-  return c;
+  *config = c;
+  return true;
 }
 
 ActQuantConfig choose_act_quant_config(const ActShape& shape) {

@@ -96,6 +96,12 @@ bool act_elementwise_row_fits(const ActShape& shape);
 // `backward`: the backward pass (three inputs and two outputs per element) rather than the
 // forward op.
 ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool backward);
+// The elementwise configuration with groups of `group_elems` elements (the shape's 16-byte groups,
+// or half that for the forward op on 16-bit types) in blocks of `block_threads`, the rest as the
+// heuristic would set it; used by the heuristic and the benchmark's sweep. Returns false when the
+// combination is not one the kernels take.
+bool make_act_elementwise_config(const ActShape& shape, bool backward, int group_elems,
+                                 int block_threads, ActElementwiseConfig* config);
 ActQuantConfig choose_act_quant_config(const ActShape& shape);
 
 }  // namespace fusekit::gpu

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gpu/act/act_gpu.h"
 #include "gpu/act/act_launch.cuh"
 #include "gpu/common/access.h"
 #include "gpu/platform.h"
@@ -17,20 +18,26 @@ extern template Status launch_act<Activation::kGelu>(const ActLaunch&);
 
 namespace {
 
-Status run(ActLaunch& l, Activation act, int device) {
-  DeviceGuard guard(device);
-  DeviceInfo info;
-  const ErrorCode e = query_device_info(device, &info);
-  if (e != kSuccess) return status_from("act_and_mul: querying the device", e);
+ActShape shape_of(int64_t rows, int64_t cols, DType dtype, const DeviceInfo& info) {
   ActShape shape;
-  shape.rows = l.args.rows;
-  shape.cols = l.args.cols;
-  shape.group_elems = 16 / static_cast<int>(dtype_size(l.dtype));
+  shape.rows = rows;
+  shape.cols = cols;
+  shape.group_elems = 16 / static_cast<int>(dtype_size(dtype));
   shape.warp_size = info.warp_size;
   shape.sm_count = info.sm_count;
   shape.max_threads_per_sm = info.max_threads_per_sm;
   shape.max_cluster_blocks = info.max_cluster_blocks;
   shape.max_smem_per_block = info.max_smem_per_block;
+  return shape;
+}
+
+Status run(ActLaunch& l, Activation act, int device,
+           const ActLaunchOverrides& overrides = ActLaunchOverrides{}) {
+  DeviceGuard guard(device);
+  DeviceInfo info;
+  const ErrorCode e = query_device_info(device, &info);
+  if (e != kSuccess) return status_from("act_and_mul: querying the device", e);
+  const ActShape shape = shape_of(l.args.rows, l.args.cols, l.dtype, info);
   if (l.kind == ActKernelKind::kQuantFp8) {
     l.quant = choose_act_quant_config(shape);
     l.args.cluster_blocks = l.quant.cluster_blocks;
@@ -39,8 +46,9 @@ Status run(ActLaunch& l, Activation act, int device) {
       return Status::unsupported("act_and_mul: rows of " + std::to_string(shape.cols) +
                                  " elements are longer than the GPU kernels take");
     }
-    l.elementwise =
-        choose_act_elementwise_config(shape, l.kind == ActKernelKind::kBackward);
+    l.elementwise = overrides.elementwise != nullptr
+                        ? *overrides.elementwise
+                        : choose_act_elementwise_config(shape, l.kind == ActKernelKind::kBackward);
     l.args.threads_per_row = static_cast<uint32_t>(l.elementwise.threads_per_row);
     l.args.row_of_slot = detail::FastDivider::of(l.args.threads_per_row);
     l.args.active_threads = static_cast<uint32_t>(l.elementwise.active_threads);
@@ -54,18 +62,13 @@ Status run(ActLaunch& l, Activation act, int device) {
   });
 }
 
-}  // namespace
-}  // namespace fusekit::gpu
-
-namespace fusekit::detail {
-
-Status run_act_gpu(const ActProblem& p, Stream stream) {
-  gpu::ActLaunch l;
-  l.kind = p.quantize ? gpu::ActKernelKind::kQuantFp8 : gpu::ActKernelKind::kForward;
+ActLaunch forward_launch(const detail::ActProblem& p, Stream stream) {
+  ActLaunch l;
+  l.kind = p.quantize ? ActKernelKind::kQuantFp8 : ActKernelKind::kForward;
   l.dtype = p.dtype;
   l.format = p.format;
-  l.stream = static_cast<gpu::StreamHandle>(stream);
-  gpu::ActKernelArgs& a = l.args;
+  l.stream = static_cast<StreamHandle>(stream);
+  ActKernelArgs& a = l.args;
   a.gate = p.gate;
   a.up = p.up;
   a.out = p.out;
@@ -78,10 +81,35 @@ Status run_act_gpu(const ActProblem& p, Stream stream) {
   a.scale_upper_bound = p.scale_upper_bound;
   const size_t elem = dtype_size(p.dtype);
   const size_t out_elem = p.quantize ? 1 : elem;
-  l.load = gpu::widest_load(16 / static_cast<int>(elem), p.rows,
-                            {{p.gate, p.gate_stride, elem},
-                             {p.up, p.up_stride, elem},
-                             {p.out, p.out_stride, out_elem}});
+  l.load = widest_load(16 / static_cast<int>(elem), p.rows,
+                       {{p.gate, p.gate_stride, elem},
+                        {p.up, p.up_stride, elem},
+                        {p.out, p.out_stride, out_elem}});
+  return l;
+}
+
+}  // namespace
+
+Status act_shape_of(const detail::ActProblem& p, ActShape* shape) {
+  DeviceInfo info;
+  const ErrorCode e = query_device_info(p.device.index, &info);
+  if (e != kSuccess) return status_from("act_and_mul: querying the device", e);
+  *shape = shape_of(p.rows, p.cols, p.dtype, info);
+  return Status();
+}
+
+Status run_act_gpu_with(const detail::ActProblem& p, Stream stream,
+                        const ActLaunchOverrides& overrides) {
+  ActLaunch l = forward_launch(p, stream);
+  return run(l, p.act, p.device.index, overrides);
+}
+
+}  // namespace fusekit::gpu
+
+namespace fusekit::detail {
+
+Status run_act_gpu(const ActProblem& p, Stream stream) {
+  gpu::ActLaunch l = gpu::forward_launch(p, stream);
   return gpu::run(l, p.act, p.device.index);
 }
 

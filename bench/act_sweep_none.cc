@@ -1,0 +1,18 @@
+// The gated-activation family's GPU hooks for builds without a GPU backend: nothing to report or
+// sweep (the GPU entry points they would call are not built).
+#include "act_sweep.h"
+
+namespace fusekit::bench {
+
+Status act_describe(const OpSpec&, const OpArgs&, const GpuFacts&, std::string* text) {
+  *text = "-";
+  return Status();
+}
+
+Status act_sweep(const OpSpec&, const OpArgs&, const GpuFacts&,
+                 std::vector<SweepVariant>* variants) {
+  variants->clear();
+  return Status();
+}
+
+}  // namespace fusekit::bench
