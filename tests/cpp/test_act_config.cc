@@ -56,7 +56,8 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
             ASSERT_EQ(e.block_threads % s.warp_size, 0);
             // 16-byte groups, or 8-byte ones for a decode-sized batch's forward op on 16-bit
             // types (at most one small-batch block of 16-byte groups per SM).
-            const bool tiny = std::max<int64_t>(m, 1) * groups <= int64_t{s.sm_count} * 128;
+            const bool tiny = std::max<int64_t>(m, 1) * groups <=
+                              int64_t{s.sm_count} * kActSmallBatchThreads * kActNarrowBlocksPerSm;
             ASSERT_EQ(e.group_elems,
                       !backward && tiny && group == 8 && e.unroll == 1 ? group / 2 : group);
             // Every thread of a row has a group, and the row's threads cover it.
@@ -174,9 +175,21 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
     EXPECT_EQ(b.group_elems, 8);
     EXPECT_EQ(b.threads_per_row, 1792);
   }
-  // Past one block of 16-byte groups per SM the forward op keeps them (still in the small-batch
-  // blocks while the batch does not fill the GPU).
-  for (int64_t m : {10, 32, 100}) {
+  // Up to four such blocks per SM the forward op keeps the narrow groups in 256-thread blocks;
+  // past that it takes 16-byte groups (still in the small-batch blocks while the batch does not
+  // fill the GPU).
+  for (int64_t m : {10, 24, 36}) {  // 36 x 1792 groups: at most 4 x 128 per SM of 132
+    ActShape s = device_shape(0);
+    s.cols = 14336;
+    s.rows = m;
+    const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
+    SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
+    EXPECT_EQ(e.group_elems, 4);
+    EXPECT_EQ(e.threads_per_row, 3584);
+    EXPECT_EQ(e.block_threads, kActElementwiseThreads);
+    EXPECT_EQ(e.grid, 14 * m);
+  }
+  for (int64_t m : {38, 64, 100}) {
     ActShape s = device_shape(0);
     s.cols = 14336;
     s.rows = m;

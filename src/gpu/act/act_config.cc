@@ -59,18 +59,23 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
   const bool fills_gpu = rows * groups > shape.sm_count * kFullSmGroups;
   const bool two_groups = (backward && fills_gpu) || groups > kActMaxThreadsPerRow;
   // A decode-sized batch's forward op on 16-bit types takes 8-byte groups (4 elements per thread,
-  // twice the threads) while 16-byte ones would give each SM at most one small-batch block: each
-  // warp then sits alone on its scheduler and its time is its own chain of math, which half the
-  // elements shortens. Beyond that the SMs are busy issuing and the narrower groups' extra
-  // per-thread work costs more than it saves (gelu at M = 32: 1.67 -> 1.93 us). Measured on an
-  // H100 (bench/NOTES.md, "Gated activations v9"): M = 1 gelu 1.44 -> 1.19 us, gelu_tanh 1.43 ->
-  // 1.10, M = 4 0.05-0.1 us less for each op.
+  // twice the threads): each thread's chain of math is half as long, and while the SMs are far
+  // from full that chain, not the issue rate, sets the time. Measured on an H100 (bench/NOTES.md,
+  // "Gated activations v9" and "v11"): while 16-byte groups would give each SM at most one
+  // small-batch block, in 128-thread blocks (M = 1: gelu 1.44 -> 1.19 us, gelu_tanh 1.43 -> 1.10;
+  // M = 4 0.05-0.1 us less); up to four such blocks' worth, in 256-thread blocks (M = 16-48 at
+  // N = 11008 and 16-32 at N = 14336: 0.03-0.09 us less for all three activations, graph replay).
+  // Beyond that the narrow groups lost as often as they won.
+  const int64_t row_groups_total = rows * groups;
+  const int64_t one_block_per_sm = int64_t{shape.sm_count} * kActSmallBatchThreads;
   const bool narrow = !backward && !two_groups && shape.group_elems == 8 &&
-                      rows * groups <= int64_t{shape.sm_count} * kActSmallBatchThreads;
+                      row_groups_total <= kActNarrowBlocksPerSm * one_block_per_sm;
   // A small batch is a few warps per SM at most: blocks half the usual size spread them over
   // twice as many SMs, so each SM's schedulers issue fewer of them (measured on an H100 at M = 1
-  // and 32: 0.05-0.2 us faster than 256-thread blocks, bench/NOTES.md).
-  const int block = fills_gpu ? kActElementwiseThreads : kActSmallBatchThreads;
+  // and 32: 0.05-0.2 us faster than 256-thread blocks, bench/NOTES.md). Narrow groups past one
+  // block per SM are twice the threads of that batch in 16-byte groups, and take full blocks.
+  const bool small_blocks = !fills_gpu && (!narrow || row_groups_total <= one_block_per_sm);
+  const int block = small_blocks ? kActSmallBatchThreads : kActElementwiseThreads;
   ActElementwiseConfig c;
   make_act_elementwise_config(shape, backward, narrow ? shape.group_elems / 2 : shape.group_elems,
                               block, &c);

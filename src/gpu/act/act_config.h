@@ -78,6 +78,9 @@ constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
 constexpr int kActElementwiseThreads = 256;
 constexpr int kActSmallBatchThreads = 128;  // batches that do not fill the GPU
 constexpr int kActNarrowGroupBytes = 8;      // decode-step forward groups, 16-bit types
+// Narrow groups while the batch in 16-byte groups would be at most this many small-batch blocks
+// per SM (act_config.cc).
+constexpr int kActNarrowBlocksPerSm = 4;
 // Forward kernels with 16-byte accesses are built with registers capped for this many blocks of
 // kActElementwiseThreads per SM (40 registers, 48 resident warps on an H100) rather than the
 // compiler's 64 (32 warps): the exact activation math keeps the issue slots busy, so it is the
