@@ -1,6 +1,6 @@
 // FastDivider (core/fast_divide.h) against the integer division it replaces in GPU kernels. The
-// same code runs on the device, with __umulhi for multiply_high; the act GPU tests cover it there
-// through every row and column they check.
+// same code runs on the device; the act GPU tests cover it there through every row and column
+// they check.
 #include <cstdint>
 #include <random>
 #include <vector>
