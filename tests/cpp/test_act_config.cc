@@ -178,26 +178,17 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
   // Up to four such blocks per SM the forward op keeps the narrow groups in 256-thread blocks;
   // past that it takes 16-byte groups (still in the small-batch blocks while the batch does not
   // fill the GPU).
-  for (int64_t m : {10, 24, 36}) {  // 36 x 1792 groups: at most 4 x 128 per SM of 132
+  for (int64_t m : {10, 24, 36, 37, 38, 64, 100}) {  // 37 x 1792 groups: at most 4 x 128 per SM
     ActShape s = device_shape(0);
     s.cols = 14336;
     s.rows = m;
     const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
     SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
-    EXPECT_EQ(e.group_elems, 4);
-    EXPECT_EQ(e.threads_per_row, 3584);
-    EXPECT_EQ(e.block_threads, kActElementwiseThreads);
-    EXPECT_EQ(e.grid, 14 * m);
-  }
-  for (int64_t m : {38, 64, 100}) {
-    ActShape s = device_shape(0);
-    s.cols = 14336;
-    s.rows = m;
-    const ActElementwiseConfig e = choose_act_elementwise_config(s, false);
-    SCOPED_TRACE("m=" + std::to_string(m) + " " + e.to_string());
-    EXPECT_EQ(e.group_elems, 8);
-    EXPECT_EQ(e.threads_per_row, 1792);
-    EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
+    const bool narrow = m <= 37;
+    EXPECT_EQ(e.group_elems, narrow ? 4 : 8);
+    EXPECT_EQ(e.threads_per_row, narrow ? 3584 : 1792);
+    EXPECT_EQ(e.block_threads, narrow ? kActElementwiseThreads : kActSmallBatchThreads);
+    EXPECT_EQ(e.grid, ceil_div(m * e.threads_per_row, e.block_threads));
   }
 }
 
