@@ -354,6 +354,18 @@ FUSEKIT_HOST_DEVICE constexpr bool warp_size_compiled() {
 #endif
 }
 
+// An empty instruction that claims to change v: the optimizer must treat v as new from here on,
+// so values it derived from v earlier are derived again later instead of being kept in registers
+// meanwhile. The norm kernels pass their packed 16-bit rows through it after the reduction, so
+// that the row waits there packed (one register per two elements), not as floats.
+FUSEKIT_DEVICE void opaque_register(uint32_t& v) {
+#if FUSEKIT_PLATFORM_HIP
+  asm volatile("" : "+v"(v));
+#else
+  asm volatile("" : "+r"(v));
+#endif
+}
+
 // Programmatic dependent launch: wait until the grids this one depends on have completed and
 // their memory is visible; then let the next grid in the stream start its launch.
 FUSEKIT_DEVICE void wait_for_prior_grids() {

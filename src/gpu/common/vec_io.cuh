@@ -47,6 +47,7 @@ struct Packed {
   union {
     Access raw[kAccesses];
     T elems[kCount];
+    uint32_t words[(kBytes + 3) / 4];  // for opaque_register
   };
 
   FUSEKIT_DEVICE void load(const T* p) {

@@ -97,10 +97,17 @@ struct NormTraits {
   static constexpr int kBatch = kAdd ? 2 : 4;
   static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
   static constexpr int kMaxThreads = 512;       // registers path
-  // Registers path: two 512-thread blocks per SM (at most 64 registers per thread) where what a
-  // thread holds fits in that without spilling, per ptxas: no fused add, and for RMSNorm (which
-  // holds the weight in registers) a weight in x's dtype. Elsewhere a floor spills.
-  static constexpr int kMinBlocksPerSm = !kAdd && (kLayer || sizeof(TW_) == sizeof(TX_)) ? 2 : 1;
+  // Registers and cluster paths: two 512-thread blocks per SM (at most 64 registers per thread)
+  // where what a thread holds fits in that without spilling, per ptxas: no fused add, and for
+  // RMSNorm (which holds the weight in registers) a weight in x's dtype; LayerNorm with the add
+  // when all its tensors are bf16 or all fp32 (fp16's conversions take the registers that
+  // LayerNorm's cluster kernel then spills). Elsewhere a floor spills.
+  static constexpr bool kSameDtypes = std::is_same_v<TW_, TX_> && std::is_same_v<TR_, TX_>;
+  static constexpr int kMinBlocksPerSm =
+      (!kAdd && (kLayer || sizeof(TW_) == sizeof(TX_))) ||
+              (kAdd && kLayer && kSameDtypes && !std::is_same_v<TX_, Half>)
+          ? 2
+          : 1;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;
@@ -147,15 +154,23 @@ FUSEKIT_DEVICE void load_affine(const NormKernelArgs& a, int64_t col, float (&w)
   }
 }
 
-// y = ((h - mean) * rstd [rounded to TX]) * w + b for one group.
+// A bool known at compile time, for code that takes either a runtime or a constant flag.
+template <bool kValue>
+struct ConstantFlag {
+  FUSEKIT_DEVICE constexpr operator bool() const { return kValue; }
+};
+
+// y = ((h - mean) * rstd [rounded to TX when cast_first]) * w + b for one group. Hot callers
+// pass a constant, having branched on a.weight_after_cast once: tested per element, the flag
+// costs two issued instructions per element even when false.
 template <class K>
-FUSEKIT_DEVICE void output_values(const NormKernelArgs& a, const float (&h)[K::kGroup],
+FUSEKIT_DEVICE void output_values(bool cast_first, const float (&h)[K::kGroup],
                                   const float (&w)[K::kGroup], const float (&b)[K::kGroup],
                                   float mean, float rstd, float (&y)[K::kGroup]) {
 #pragma unroll
   for (int e = 0; e < K::kGroup; ++e) {
     float v = (h[e] - mean) * rstd;
-    if (a.weight_after_cast) v = round_to<typename K::TX>(v);
+    if (cast_first) v = round_to<typename K::TX>(v);
     y[e] = K::kLayer ? v * w[e] + b[e] : v * w[e];  // RMSNorm: no + 0 that would turn -0 to +0
   }
 }
@@ -199,7 +214,7 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col
                                  float inverse_scale) {
   using TO = typename K::TO;
   float y[K::kGroup];
-  output_values<K>(a, h, w, b, mean, rstd, y);
+  output_values<K>(a.weight_after_cast, h, w, b, mean, rstd, y);
   TO* out = static_cast<TO*>(a.out) + row * a.out_stride;
   if constexpr (K::kFp8Out) {
     store_packed<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols),
@@ -209,13 +224,26 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col
   }
 }
 
-// One 16-byte group of a row in its storage type. kWhole: every group of the row is whole and
-// every row 16-byte aligned (N a multiple of the group, kLoad == kGroup), so a group in the row
-// moves as one vector access with no per-element bounds; otherwise load_group/store_group handle
-// the partial last group and narrower accesses.
-template <class K, bool kWhole, typename T>
+// How a thread's groups lie in the row, known at compile time. The more a kernel knows, the fewer
+// bounds checks and predicates it carries (a third of the instructions of rms_norm bf16 at
+// [2048, 4096], and the registers it spilled: bench/NOTES.md, "Norm v8").
+enum class RowFit {
+  // A partial last group, or accesses narrower than a group: bounds per element.
+  kAny,
+  // Every group of the row whole and every row 16-byte aligned (N a multiple of the group,
+  // kLoad == kGroup): a group moves as one vector access. A thread's later groups may lie past
+  // the row's end, or past `items`.
+  kWhole,
+  // Whole, and the row (or a cluster block's slice) is exactly threads x kItems groups: every
+  // group a thread holds lies in the row, so there are no bounds at all.
+  kExact,
+};
+
+// One 16-byte group of a row in its storage type: one vector access when the group is whole
+// (RowFit above), else load_group/store_group handle the partial last group and narrower accesses.
+template <class K, RowFit kFit, typename T>
 FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n) {
-  if constexpr (kWhole) {
+  if constexpr (kFit != RowFit::kAny) {
     Packed<T, K::kGroup> p;
     p.load(row + col);
     return p;
@@ -224,18 +252,18 @@ FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n) {
   }
 }
 
-template <class K, bool kWhole, typename T>
+template <class K, RowFit kFit, typename T>
 FUSEKIT_DEVICE void store_item(T* row, int col, int n, const Packed<T, K::kGroup>& p) {
-  if constexpr (kWhole) {
+  if constexpr (kFit != RowFit::kAny) {
     p.store(row + col);
   } else {
     store_packed<T, K::kGroup, K::kLoad>(row, col, n, p);
   }
 }
 
-template <class K, bool kWhole, typename T>
+template <class K, RowFit kFit, typename T>
 FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGroup]) {
-  if constexpr (kWhole) {
+  if constexpr (kFit != RowFit::kAny) {
     Packed<T, K::kGroup> p;
 #pragma unroll
     for (int e = 0; e < K::kGroup; ++e) p.elems[e] = from_float<T>(v[e]);
@@ -259,7 +287,8 @@ FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGrou
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
 // `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only).
-template <class K, bool kWhole, int kItems, class Affine, class Reduce, class ReduceMax>
+template <class K, RowFit kFit, bool kSplitTails, int kItems, class Affine, class Reduce,
+          class ReduceMax>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -272,7 +301,8 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   const int n = static_cast<int>(a.cols);  // <= 262144 on these paths
   // Whether item i of this thread lies in the row (and element e of it, for partial groups).
   auto in_row = [&](int i, int col, int e) {
-    return i < items && (kWhole ? col < n : col + e < n);
+    if constexpr (kFit == RowFit::kExact) return true;
+    return i < items && (kFit == RowFit::kWhole ? col < n : col + e < n);
   };
   if constexpr (K::kAdd) {
     // h = x + residual, rounded to the residual's dtype and written back out.
@@ -286,7 +316,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         v[e] = to_float(h[i].elems[e]);
       }
       const int col = first_col + (t + i * tpr) * G;
-      if (active && in_row(i, col, 0)) store_item<K, kWhole>(r_out, col, n, v);
+      if (active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
     }
   } else {
 #pragma unroll
@@ -332,70 +362,85 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   const float total = reduce(tree_sum(part), K::kLayer ? 1 : 0);
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
 
-  // Item i's output values.
-  auto item_values = [&](int i, int col, float (&y)[G]) {
-    float hv[G], wv[G], bv[G];
-    to_floats(h[i], hv);
-    affine(i, col, wv, bv);
-    output_values<K>(a, hv, wv, bv, mean, rstd, y);
-  };
-  float inverse_scale = 1.0f;
-  if constexpr (K::kFp8Out) {
-    float max_abs = 0.0f;
-    if (a.dynamic_scale != nullptr) {  // uniform: every thread of the block reduces
+  // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
+  // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
+  // cluster paths). LayerNorm and the fused add do better left to the compiler (ptxas).
+  if constexpr (sizeof(TR) == 2 && !K::kLayer && !K::kAdd) {
 #pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        const int col = first_col + (t + i * tpr) * G;
-        if (active && in_row(i, col, 0)) {
-          float y[G];
-          item_values(i, col, y);
-          max_abs = group_max_abs<K>(max_abs, y, col, n);
+    for (int i = 0; i < kItems; ++i) {
+#pragma unroll
+      for (int w = 0; w < G * 2 / 4; ++w) opaque_register(h[i].words[w]);
+    }
+  }
+  // The outputs. The fast paths take the weight_after_cast branch once for the whole tail.
+  auto write_outputs = [&](auto cast_first) {
+    // Item i's output values.
+    auto item_values = [&](int i, int col, float (&y)[G]) {
+      float hv[G], wv[G], bv[G];
+      to_floats(h[i], hv);
+      affine(i, col, wv, bv);
+      output_values<K>(static_cast<bool>(cast_first), hv, wv, bv, mean, rstd, y);
+    };
+    [[maybe_unused]] float inverse_scale = 1.0f;
+    if constexpr (K::kFp8Out) {
+      float max_abs = 0.0f;
+      if (a.dynamic_scale != nullptr) {  // uniform: every thread of the block reduces
+#pragma unroll
+        for (int i = 0; i < kItems; ++i) {
+          const int col = first_col + (t + i * tpr) * G;
+          if (active && in_row(i, col, 0)) {
+            float y[G];
+            item_values(i, col, y);
+            max_abs = group_max_abs<K>(max_abs, y, col, n);
+          }
+        }
+        max_abs = reduce_max(max_abs);
+      }
+      inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, active && writes_stats);
+    }
+
+    if (!active) return;
+    using TO = typename K::TO;
+    TO* out_row = static_cast<TO*>(a.out) + row * a.out_stride;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int col = first_col + (t + i * tpr) * G;
+      if (in_row(i, col, 0)) {
+        float y[G];
+        item_values(i, col, y);
+        if constexpr (K::kFp8Out) {
+          store_item<K, kFit>(out_row, col, n, quantize_output<K>(y, inverse_scale));
+        } else {
+          store_item<K, kFit>(out_row, col, n, y);
         }
       }
-      max_abs = reduce_max(max_abs);
     }
-    inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, active && writes_stats);
-  }
-
-  if (!active) return;
-  using TO = typename K::TO;
-  TO* out_row = static_cast<TO*>(a.out) + row * a.out_stride;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int col = first_col + (t + i * tpr) * G;
-    if (in_row(i, col, 0)) {
-      float y[G];
-      item_values(i, col, y);
-      if constexpr (K::kFp8Out) {
-        store_item<K, kWhole>(out_row, col, n, quantize_output<K>(y, inverse_scale));
-      } else {
-        store_item<K, kWhole>(out_row, col, n, y);
-      }
+    if (writes_stats) {
+      if (a.rstd != nullptr) a.rstd[row] = rstd;
+      if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
     }
-  }
-  if (writes_stats) {
-    if (a.rstd != nullptr) a.rstd[row] = rstd;
-    if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
+  };
+  if constexpr (!kSplitTails) {
+    write_outputs(a.weight_after_cast);  // one tail, the flag per element
+  } else if (a.weight_after_cast) {
+    write_outputs(ConstantFlag<true>{});
+  } else {
+    write_outputs(ConstantFlag<false>{});
   }
 }
 
-// The weight's floats for one group, offset added; 1 where there is no weight.
-template <typename TW, int G>
-FUSEKIT_DEVICE void weight_floats(bool present, const Packed<TW, G>& p, float offset,
-                                  float (&wv)[G]) {
-  if (present) {
-    to_floats(p, wv);
+// A group of `value` in T's storage.
+template <typename T, int G>
+FUSEKIT_DEVICE Packed<T, G> filled_group(float value) {
+  Packed<T, G> p;
 #pragma unroll
-    for (int e = 0; e < G; ++e) wv[e] += offset;
-  } else {
-#pragma unroll
-    for (int e = 0; e < G; ++e) wv[e] = 1.0f;
-  }
+  for (int e = 0; e < G; ++e) p.elems[e] = from_float<T>(value);
+  return p;
 }
 
 // Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
 // `items` of them) and finishes it (finish_row). Shared by the registers and cluster kernels.
-template <class K, bool kWhole, int kItems, class Reduce, class ReduceMax>
+template <class K, RowFit kFit, bool kSplitTails, int kItems, class Reduce, class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, bool writes_stats) {
@@ -416,41 +461,49 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
   const TW* weight = static_cast<const TW*>(a.weight);
   const bool has_weight = weight != nullptr;
+  // A missing weight is a group of ones (exact in every float dtype) with no offset, and a missing
+  // bias a group of zeros, so that the outputs take one path whatever is present: the branch is
+  // around the loads, not around each element's arithmetic.
+  const float weight_offset = has_weight ? a.weight_offset : 0.0f;
+  auto weight_item = [&](int col) {
+    return has_weight ? load_item<K, kFit>(weight, col, n) : filled_group<TW, G>(1.0f);
+  };
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = first_col + (t + i * tpr) * G;
-    const bool in_row = i < items && col < n;
+    const bool in_row = kFit == RowFit::kExact || (i < items && col < n);
     if (active && in_row) {
-      x[i] = load_item<K, kWhole>(x_row, col, n);
-      if constexpr (K::kAdd) h[i] = load_item<K, kWhole>(r_row, col, n);
+      x[i] = load_item<K, kFit>(x_row, col, n);
+      if constexpr (K::kAdd) h[i] = load_item<K, kFit>(r_row, col, n);
     } else {
-#pragma unroll
-      for (int e = 0; e < G; ++e) x[i].elems[e] = from_float<TX>(0.0f);
-#pragma unroll
-      for (int e = 0; e < G; ++e) h[i].elems[e] = from_float<TR>(0.0f);
+      x[i] = filled_group<TX, G>(0.0f);
+      h[i] = filled_group<TR, G>(0.0f);
     }
-    if (kEarlyWeight && has_weight && in_row) w[i] = load_item<K, kWhole>(weight, col, n);
+    if (kEarlyWeight && in_row) w[i] = weight_item(col);
   }
-  const bool has_bias = K::kLayer && a.bias != nullptr;
+  const TW* bias = K::kLayer ? static_cast<const TW*>(a.bias) : nullptr;
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
     // LayerNorm loads its weight and bias only now (from cache: every row reads them), keeping
     // registers for occupancy: its row stays in registers across two reductions.
-    if (!kEarlyWeight && has_weight) w[i] = load_item<K, kWhole>(weight, col, n);
-    weight_floats(has_weight, w[i], a.weight_offset, wv);
-    if (has_bias) {
-      to_floats(load_item<K, kWhole>(static_cast<const TW*>(a.bias), col, n), bv);
+    if (!kEarlyWeight) w[i] = weight_item(col);
+    to_floats(w[i], wv);
+#pragma unroll
+    for (int e = 0; e < G; ++e) wv[e] += weight_offset;
+    if constexpr (K::kLayer) {
+      to_floats(bias != nullptr ? load_item<K, kFit>(bias, col, n) : filled_group<TW, G>(0.0f), bv);
     } else {
 #pragma unroll
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  finish_row<K, kWhole>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
+  finish_row<K, kFit, kSplitTails>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
                         reduce_max, writes_stats);
 }
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
-// (rows_per_block rows per block), then finish_row. kWhole: see load_item.
-template <class K, bool kWhole>
+// (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
+// can hold; with RowFit::kExact exactly that many (a.items == kItems), else up to it.
+template <class K, RowFit kFit, int kItems = K::kMaxItems>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
@@ -468,8 +521,10 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   };
   // fp8 output only (RMSNorm, whose sum used scratch[0]).
   auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
-  normalize_row_slice<K, kWhole, K::kMaxItems>(a, row, row < a.rows, t, tpr, 0, a.items, reduce,
-                                               reduce_max, t == 0);
+  // The bounds-free kernels take the weight_after_cast branch once (finish_row).
+  constexpr bool kSplitTails = kFit != RowFit::kAny;
+  normalize_row_slice<K, kFit, kSplitTails, kItems>(a, row, row < a.rows, t, tpr, 0, a.items, reduce,
+                                       reduce_max, t == 0);
 }
 
 // The cluster path: the cluster_blocks blocks of a cluster share one row, block r taking the
@@ -479,7 +534,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
 // keeps each block's shared memory alive until the others have read it. Same registers budget as
 // the registers kernel (two blocks per SM where that fits), so that one block's loads overlap
 // another's reductions and writes.
-template <class K, bool kWhole>
+template <class K, RowFit kFit>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_cluster_kernel(NormKernelArgs a) {
   static_assert(!K::kFp8Out, "fp8 output takes the registers or staged path");
@@ -507,7 +562,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
                               blocks);
   };
   auto no_max = [](float v) { return v; };  // never called: no fp8 output here
-  normalize_row_slice<K, kWhole, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
+  // One tail (finish_row): two would cost registers here, and a second 512-thread block per SM.
+  normalize_row_slice<K, kFit, false, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
                                                    reduce, no_max, t == 0 && rank == 0);
   cluster_barrier();
 }

@@ -25,6 +25,41 @@
 
 namespace fusekit::gpu {
 
+// What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
+// launch's threads x items groups, whole groups where N is a multiple of the group and accesses
+// are full width, nothing otherwise.
+template <class K>
+RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
+  if (K::kLoad != K::kGroup || a.cols % K::kGroup != 0) return RowFit::kAny;
+  const int64_t covered =
+      static_cast<int64_t>(cluster_blocks) * cfg.threads_per_row * cfg.items * K::kGroup;
+  return a.cols == covered ? RowFit::kExact : RowFit::kWhole;
+}
+
+// The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2
+// and 4 (what the heuristic takes), the exact cluster kernel for its kMaxItems.
+template <class K>
+auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
+  constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
+  if constexpr (!K::kFp8Out) {  // fp8 output takes no cluster path (launch_norm_kernel)
+    if (cfg.path == NormConfig::Path::kCluster) {
+      static_assert(kNormClusterMaxItems == K::kMaxItems, "cluster kernel: kMaxItems groups");
+      if constexpr (kFull) {
+        if (fit == RowFit::kExact) return norm_cluster_kernel<K, RowFit::kExact>;
+        if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
+      }
+      return norm_cluster_kernel<K, RowFit::kAny>;
+    }
+  }
+  if constexpr (kFull) {
+    if (fit == RowFit::kExact && cfg.items == 1) return norm_registers_kernel<K, RowFit::kExact, 1>;
+    if (fit == RowFit::kExact && cfg.items == 2) return norm_registers_kernel<K, RowFit::kExact, 2>;
+    if (fit == RowFit::kExact && cfg.items == 4) return norm_registers_kernel<K, RowFit::kExact, 4>;
+    if (fit != RowFit::kAny) return norm_registers_kernel<K, RowFit::kWhole>;
+  }
+  return norm_registers_kernel<K, RowFit::kAny>;
+}
+
 template <class K>
 Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceInfo& info,
                           bool pdl, StreamHandle stream) {
@@ -33,25 +68,14 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   constexpr int64_t kMaxBlocksPerLaunch = INT_MAX;
   size_t smem = 0;
   const bool cluster = cfg.path == Path::kCluster;
-  auto cluster_kernel = [](bool whole) {
-    if constexpr (K::kFp8Out) {
-      return whole ? norm_registers_kernel<K, true> : norm_registers_kernel<K, false>;  // unused
-    } else {
-      return whole ? norm_cluster_kernel<K, true> : norm_cluster_kernel<K, false>;
-    }
-  };
-  if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
-  auto kernel = cluster ? cluster_kernel(false) : norm_registers_kernel<K, false>;
-  if constexpr (K::kLoad == K::kGroup) {
-    // Whole groups: the bounds-free variants (one vector access per group, no tail code).
-    if (a.cols % K::kGroup == 0) {
-      kernel = cluster ? cluster_kernel(true) : norm_registers_kernel<K, true>;
-    }
-  }
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
+  if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
+  const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
+  auto kernel = pick_norm_kernel<K>(fit, cfg);
   if (cluster_blocks > 8) {
-    static std::atomic<bool> allowed[2][kMaxDevicesTracked];
-    std::atomic<bool>& done = allowed[a.cols % K::kGroup == 0][info.index % kMaxDevicesTracked];
+    static std::atomic<bool> allowed[3][kMaxDevicesTracked];  // per RowFit: one kernel each
+    std::atomic<bool>& done =
+        allowed[static_cast<int>(fit)][info.index % kMaxDevicesTracked];
     if (!done.load()) {
       const ErrorCode e = allow_large_clusters(kernel);
       if (e != kSuccess) return status_from("norm: allowing 16-block clusters", e);
