@@ -175,24 +175,35 @@ FUSEKIT_DEVICE void output_values(bool cast_first, const float (&h)[K::kGroup],
   }
 }
 
-// max|y| over one group's elements in the row (y saturated to float32's range, as quantized).
-template <class K>
-FUSEKIT_DEVICE float group_max_abs(float m, const float (&y)[K::kGroup], int64_t col, int64_t n) {
+// max|y| over one group's elements in the row (all of them when kWholeGroup). The quantized
+// values are y saturated to float32's range; that saturation is left to the row's scale
+// (fp8_row_scale saturates max|y|), which gives the same bits: the largest saturated magnitude is
+// the saturated largest magnitude, NaN included.
+template <class K, bool kWholeGroup, typename Index>
+FUSEKIT_DEVICE float group_max_abs(float m, const float (&y)[K::kGroup], Index col, Index n) {
 #pragma unroll
   for (int e = 0; e < K::kGroup; ++e) {
-    if (col + e < n) m = detail::max_abs_accumulate(m, detail::saturate_to_float_range(y[e]));
+    if (kWholeGroup || col + e < n) m = detail::max_abs_accumulate(m, y[e]);
   }
   return m;
 }
 
-// The fp8 codes of one group of y.
+// The fp8 codes of one group of y. Saturating y to float32's range first only changes +-inf,
+// which the hardware's satfinite conversion turns into +-fp8_max either way (y * 1 / scale is
+// then +-inf or beyond fp8_max: 1 / scale is finite and positive), so only the integer
+// conversion needs it.
 template <class K>
 FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kGroup],
                                                           float inverse_scale) {
-  float v[K::kGroup];
+  using F = typename K::Fp8;
+  if constexpr (hardware_e4m3fn_compiled() && F::kFormat == Fp8Format::kE4M3FN) {
+    return quantize_group<F>(y, inverse_scale);
+  } else {
+    float v[K::kGroup];
 #pragma unroll
-  for (int e = 0; e < K::kGroup; ++e) v[e] = detail::saturate_to_float_range(y[e]);
-  return quantize_group<typename K::Fp8>(v, inverse_scale);
+    for (int e = 0; e < K::kGroup; ++e) v[e] = detail::saturate_to_float_range(y[e]);
+    return quantize_group<F>(v, inverse_scale);
+  }
 }
 
 // The row's scale from its max|y| (dynamic) or the static scale; stored when `writes_scale`.
@@ -391,7 +402,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
           if (active && in_row(i, col, 0)) {
             float y[G];
             item_values(i, col, y);
-            max_abs = group_max_abs<K>(max_abs, y, col, n);
+            max_abs = group_max_abs<K, kFit != RowFit::kAny>(max_abs, y, col, n);
           }
         }
         max_abs = reduce_max(max_abs);

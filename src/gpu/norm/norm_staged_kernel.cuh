@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
         reload_source<K>(a, stage, row, g, h);
         load_affine<K>(a, g * G, w, b);
         output_values<K>(a.weight_after_cast, h, w, b, mean, rstd, y);
-        max_abs = group_max_abs<K>(max_abs, y, g * G, n);
+        max_abs = group_max_abs<K, false>(max_abs, y, g * G, n);
       }
       max_abs = block_reduce<K::kWarp, K::kMaxWarpsPerRow>(max_abs, scratch[1], NanMax{});
     }
