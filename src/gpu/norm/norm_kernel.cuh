@@ -26,10 +26,12 @@
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
 // out's dtype is quantized instead, as core/fp8.h says: by a static scale read from device memory,
 // or by the row's own scale from max|y|, one more reduction (a NaN-propagating max, so its bits do
-// not depend on the order) between computing y and writing it. y is recomputed from the row in
-// registers (or from the staged row) rather than kept, which costs a few instructions and no
-// registers. Only the registers and staged paths have this output: rows that would take the
-// cluster path take the staged one.
+// not depend on the order) between computing y and writing it. At up to two groups per thread (the
+// latency shapes) y stays in registers from its max to its codes; at four (the bandwidth shape)
+// and on the staged path it is recomputed from the row, which costs a few instructions per
+// element and no registers (four groups' y kept spill; and two groups per thread at large batches,
+// to keep it, lost 10-25%: bench/NOTES.md). Only the registers and staged paths have this output:
+// rows that would take the cluster path take the staged one.
 #pragma once
 
 #include <cstdint>
@@ -392,6 +394,25 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       affine(i, col, wv, bv);
       output_values<K>(static_cast<bool>(cast_first), hv, wv, bv, mean, rstd, y);
     };
+    // fp8 output at up to two groups per thread keeps y in registers between its max and its
+    // codes (ptxas: no spill); at four it recomputes y from the packed row (keeping it spilled).
+    constexpr bool kKeepY = K::kFp8Out && kItems <= 2;
+    [[maybe_unused]] float kept_y[kKeepY ? kItems : 1][G];
+    if constexpr (kKeepY) {
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int col = first_col + (t + i * tpr) * G;
+        if (in_row(i, col, 0)) item_values(i, col, kept_y[i]);
+      }
+    }
+    auto y_of = [&](int i, int col, float (&y)[G]) {
+      if constexpr (kKeepY) {
+#pragma unroll
+        for (int e = 0; e < G; ++e) y[e] = kept_y[i][e];
+      } else {
+        item_values(i, col, y);
+      }
+    };
     [[maybe_unused]] float inverse_scale = 1.0f;
     if constexpr (K::kFp8Out) {
       float max_abs = 0.0f;
@@ -401,7 +422,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
           const int col = first_col + (t + i * tpr) * G;
           if (active && in_row(i, col, 0)) {
             float y[G];
-            item_values(i, col, y);
+            y_of(i, col, y);
             max_abs = group_max_abs<K, kFit != RowFit::kAny>(max_abs, y, col, n);
           }
         }
@@ -418,7 +439,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       const int col = first_col + (t + i * tpr) * G;
       if (in_row(i, col, 0)) {
         float y[G];
-        item_values(i, col, y);
+        y_of(i, col, y);
         if constexpr (K::kFp8Out) {
           store_item<K, kFit>(out_row, col, n, quantize_output<K>(y, inverse_scale));
         } else {
