@@ -419,6 +419,23 @@ FUSEKIT_DEVICE void cluster_barrier() {
 #endif
 }
 
+// cluster_barrier in two halves, for a block with work to do between saying that it has finished
+// with its peers' shared memory (cluster_arrive: its earlier memory operations are released) and
+// waiting for every peer to say the same (cluster_wait). Each thread alternates the two.
+FUSEKIT_DEVICE void cluster_arrive() {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+
+FUSEKIT_DEVICE void cluster_wait() {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
 // Reads the float at `local` (an address in this block's shared memory) from the shared memory
 // of block `rank` of the cluster.
 FUSEKIT_DEVICE float cluster_read(const float* local, unsigned rank) {

@@ -300,8 +300,8 @@ FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGrou
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
 // `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only).
-template <class K, RowFit kFit, bool kSplitTails, int kItems, class Affine, class Reduce,
-          class ReduceMax>
+template <class K, RowFit kFit, bool kSplitTails, bool kLateSumStore, int kItems, class Affine,
+          class Reduce, class ReduceMax>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -317,8 +317,10 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     if constexpr (kFit == RowFit::kExact) return true;
     return i < items && (kFit == RowFit::kWhole ? col < n : col + e < n);
   };
+  // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
+  // the reductions, or after them with kLateSumStore (the cluster path, whose cluster barriers
+  // release this thread's earlier memory operations and would wait for these stores to land).
   if constexpr (K::kAdd) {
-    // h = x + residual, rounded to the residual's dtype and written back out.
     TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -329,7 +331,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         v[e] = to_float(h[i].elems[e]);
       }
       const int col = first_col + (t + i * tpr) * G;
-      if (active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
+      if (!kLateSumStore && active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
     }
   } else {
 #pragma unroll
@@ -374,6 +376,14 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   }
   const float total = reduce(tree_sum(part), K::kLayer ? 1 : 0);
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
+  if constexpr (K::kAdd && kLateSumStore) {
+    TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int col = first_col + (t + i * tpr) * G;
+      if (active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, h[i]);
+    }
+  }
 
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
   // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
@@ -472,7 +482,8 @@ FUSEKIT_DEVICE Packed<T, G> filled_group(float value) {
 
 // Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
 // `items` of them) and finishes it (finish_row). Shared by the registers and cluster kernels.
-template <class K, RowFit kFit, bool kSplitTails, int kItems, class Reduce, class ReduceMax>
+template <class K, RowFit kFit, bool kSplitTails, bool kLateSumStore, int kItems, class Reduce,
+          class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, bool writes_stats) {
@@ -528,7 +539,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  finish_row<K, kFit, kSplitTails>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
+  finish_row<K, kFit, kSplitTails, kLateSumStore>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
                         reduce_max, writes_stats);
 }
 
@@ -555,15 +566,16 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
   // The bounds-free kernels take the weight_after_cast branch once (finish_row).
   constexpr bool kSplitTails = kFit != RowFit::kAny;
-  normalize_row_slice<K, kFit, kSplitTails, kItems>(a, row, row < a.rows, t, tpr, 0, a.items, reduce,
-                                       reduce_max, t == 0);
+  normalize_row_slice<K, kFit, kSplitTails, false, kItems>(a, row, row < a.rows, t, tpr, 0, a.items,
+                                                         reduce, reduce_max, t == 0);
 }
 
 // The cluster path: the cluster_blocks blocks of a cluster share one row, block r taking the
 // slice that starts at group r * threads * items. Each block sums its slice (row_sum), publishes
 // the partial in its shared memory, and after a cluster barrier every thread adds the blocks'
-// partials in rank order (the same tree, hence the same bits, in every block). A last barrier
-// keeps each block's shared memory alive until the others have read it. Same registers budget as
+// partials in rank order (the same tree, hence the same bits, in every block). A last barrier,
+// arrived at once the partials are read and waited on at exit, keeps each block's shared memory
+// alive until the others have read it. Same registers budget as
 // the registers kernel (two blocks per SM where that fits), so that one block's loads overlap
 // another's reductions and writes.
 template <class K, RowFit kFit>
@@ -590,14 +602,23 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     // Lane l reads block (l mod blocks)'s partial; the butterfly over `blocks` lanes then leaves
     // the rank-ordered tree sum in every lane.
     const int lane = t % K::kWarp;
-    return warp_sum<K::kWarp>(cluster_read(&partial[k], static_cast<unsigned>(lane % blocks)),
-                              blocks);
+    const float total = warp_sum<K::kWarp>(
+        cluster_read(&partial[k], static_cast<unsigned>(lane % blocks)), blocks);
+    // After the last reduction this block has read what it needs from the others: it says so now
+    // and waits for them only before it exits (its shared memory must outlive their reads), so
+    // that neither its stores nor a barrier's release of them hold up the others.
+    if (k == (K::kLayer ? 1 : 0)) cluster_arrive();
+    return total;
   };
   auto no_max = [](float v) { return v; };  // never called: no fp8 output here
   // One tail (finish_row): two would cost registers here, and a second 512-thread block per SM.
-  normalize_row_slice<K, kFit, false, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
-                                                   reduce, no_max, t == 0 && rank == 0);
-  cluster_barrier();
+  // h is written out after the reductions (kLateSumStore), so that the cluster barriers release no
+  // pending global stores, where one block per SM leaves the registers for it (in 64, LayerNorm
+  // with the add spilled 40-170 bytes: ptxas).
+  constexpr bool kLateSumStore = K::kMinBlocksPerSm == 1;
+  normalize_row_slice<K, kFit, false, kLateSumStore, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
+                                                         reduce, no_max, t == 0 && rank == 0);
+  cluster_wait();
 }
 
 }  // namespace fusekit::gpu
