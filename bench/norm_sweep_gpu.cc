@@ -105,9 +105,10 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
 
   variants->clear();
   for (std::size_t i = 0; i < configs.size(); ++i) {
-    // Without programmatic dependent launch for the heuristic's choice only.
+    // Each config with and without programmatic dependent launch (where the GPU has it): how the
+    // next call's early blocks share the SMs depends on the launch shape.
     const int last_pdl = g.supports_pdl ? 1 : 0;
-    for (int pdl = i == 0 ? 0 : last_pdl; pdl <= last_pdl; ++pdl) {
+    for (int pdl = 0; pdl <= last_pdl; ++pdl) {
       const NormConfig config = configs[i];
       SweepVariant v;
       v.label = config.to_string() + " pdl=" + std::to_string(pdl) + (i == 0 ? " *" : "");
