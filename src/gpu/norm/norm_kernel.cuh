@@ -6,7 +6,7 @@
 // storage type: one read of each input, one write of each
 // output, and nothing but shuffles and one barrier in between, which is what small batches (one
 // token, a decode step) need for latency. Longer rows, on GPUs with thread-block clusters, are
-// split over the blocks of one cluster (norm_cluster_kernel), each holding its slice in registers
+// split over the blocks of one cluster (norm_cluster_kernel.cuh), each holding its slice in registers
 // the same way, with the partial sums exchanged through distributed shared memory: still one read
 // and one write (up to 16 blocks x 512 threads x 4 groups: N = 262144 bf16). Elsewhere
 // norm_staged_kernel keeps as much of the row as fits in shared memory and re-reads the rest (from
@@ -38,82 +38,13 @@
 #include <type_traits>
 
 #include "core/fp8.h"
-#include "gpu/common/fp8_pack.cuh"
 #include "gpu/common/reduce.cuh"
 #include "gpu/common/vec_io.cuh"
+#include "gpu/norm/norm_fp8_output.cuh"
+#include "gpu/norm/norm_kernel_args.cuh"
 #include "gpu/platform.h"
-#include "norm/norm_problem.h"
 
 namespace fusekit::gpu {
-
-using detail::NormKind;
-
-// Everything a norm kernel reads besides its template parameters. Passed by value.
-struct NormKernelArgs {
-  const void* x;
-  void* out;
-  const void* residual;
-  void* residual_out;
-  const void* weight;  // may be null (layer norm): 1
-  const void* bias;    // may be null: 0
-  float* rstd;         // may be null
-  float* mean;         // may be null
-  const float* static_scale;  // fp8 output: [1], or null when dynamic_scale is set
-  float* dynamic_scale;       // fp8 output: [rows], written
-  float scale_upper_bound;
-  int64_t x_stride;
-  int64_t out_stride;
-  int64_t residual_stride;
-  int64_t residual_out_stride;
-  int64_t rows;
-  int64_t cols;
-  float eps;
-  float weight_offset;
-  bool weight_after_cast;
-  int threads_per_row;  // a power of two
-  int threads_per_row_log2;
-  int items;            // registers and cluster paths: groups per thread
-  int rows_per_block;   // registers path
-  int cluster_blocks;   // cluster path: blocks per row (one cluster)
-  int64_t smem_groups;  // staged path: groups of the row kept in shared memory
-};
-
-template <NormKind kKind_, bool kAdd_, typename TX_, typename TW_, typename TR_, int kLoad_,
-          int kWarp_, class Fp8_ = void>
-struct NormTraits {
-  static constexpr NormKind kKind = kKind_;
-  static constexpr bool kAdd = kAdd_;
-  static constexpr bool kLayer = kKind_ == NormKind::kLayer;
-  using TX = TX_;  // x and out
-  using TW = TW_;  // weight and bias
-  using TR = TR_;  // residual and residual_out; the normalized values h (TX when !kAdd)
-  using Fp8 = Fp8_;  // void: out is TX; else out holds codes of this format (core/fp8.h)
-  static constexpr bool kFp8Out = !std::is_void_v<Fp8_>;
-  using TO = std::conditional_t<kFp8Out, uint8_t, TX_>;  // out
-  static_assert(!kFp8Out || kKind_ == NormKind::kRms, "fp8 output is an RMSNorm form");
-  static constexpr int kLoad = kLoad_;
-  static constexpr int kWarp = kWarp_;
-  static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
-  static constexpr int kMaxItems = 4;  // registers path: groups per thread (32 bf16 / 16 fp32)
-  // Staged path: groups in flight per thread in pass 1 (two inputs each when adding).
-  static constexpr int kBatch = kAdd ? 2 : 4;
-  static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
-  static constexpr int kMaxThreads = 512;       // registers path
-  // Registers and cluster paths: two 512-thread blocks per SM (at most 64 registers per thread)
-  // where what a thread holds fits in that without spilling, per ptxas: no fused add, and for
-  // RMSNorm (which holds the weight in registers) a weight in x's dtype; LayerNorm with the add
-  // when all its tensors are bf16 or all fp32 (fp16's conversions take the registers that
-  // LayerNorm's cluster kernel then spills). Elsewhere a floor spills.
-  static constexpr bool kSameDtypes = std::is_same_v<TW_, TX_> && std::is_same_v<TR_, TX_>;
-  static constexpr int kMinBlocksPerSm =
-      (!kAdd && (kLayer || sizeof(TW_) == sizeof(TX_))) ||
-              (kAdd && kLayer && kSameDtypes && !std::is_same_v<TX_, Half>)
-          ? 2
-          : 1;
-  static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
-  static constexpr int kScratch = 512;  // one float per thread of the largest block
-  static constexpr int kMaxWarpsPerRow = 512 / kWarp;
-};
 
 // h for one group: x (plus residual, rounded to TR, and written to residual_out when kAdd).
 // Loads for all inputs are issued before any store so that they overlap.
@@ -175,48 +106,6 @@ FUSEKIT_DEVICE void output_values(bool cast_first, const float (&h)[K::kGroup],
     if (cast_first) v = round_to<typename K::TX>(v);
     y[e] = K::kLayer ? v * w[e] + b[e] : v * w[e];  // RMSNorm: no + 0 that would turn -0 to +0
   }
-}
-
-// max|y| over one group's elements in the row (all of them when kWholeGroup). The quantized
-// values are y saturated to float32's range; that saturation is left to the row's scale
-// (fp8_row_scale saturates max|y|), which gives the same bits: the largest saturated magnitude is
-// the saturated largest magnitude, NaN included.
-template <class K, bool kWholeGroup, typename Index>
-FUSEKIT_DEVICE float group_max_abs(float m, const float (&y)[K::kGroup], Index col, Index n) {
-#pragma unroll
-  for (int e = 0; e < K::kGroup; ++e) {
-    if (kWholeGroup || col + e < n) m = detail::max_abs_accumulate(m, y[e]);
-  }
-  return m;
-}
-
-// The fp8 codes of one group of y. Saturating y to float32's range first only changes +-inf,
-// which the hardware's satfinite conversion turns into +-fp8_max either way (y * 1 / scale is
-// then +-inf or beyond fp8_max: 1 / scale is finite and positive), so only the integer
-// conversion needs it.
-template <class K>
-FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kGroup],
-                                                          float inverse_scale) {
-  using F = typename K::Fp8;
-  if constexpr (hardware_e4m3fn_compiled() && F::kFormat == Fp8Format::kE4M3FN) {
-    return quantize_group<F>(y, inverse_scale);
-  } else {
-    float v[K::kGroup];
-#pragma unroll
-    for (int e = 0; e < K::kGroup; ++e) v[e] = detail::saturate_to_float_range(y[e]);
-    return quantize_group<F>(v, inverse_scale);
-  }
-}
-
-// The row's scale from its max|y| (dynamic) or the static scale; stored when `writes_scale`.
-// Returns 1 / scale.
-template <class K>
-FUSEKIT_DEVICE float fp8_inverse_for_row(const NormKernelArgs& a, int64_t row, float max_abs,
-                                         bool writes_scale) {
-  if (a.dynamic_scale == nullptr) return detail::fp8_inverse_scale(*a.static_scale);
-  const float scale = detail::fp8_row_scale<typename K::Fp8>(max_abs, a.scale_upper_bound);
-  if (writes_scale) a.dynamic_scale[row] = scale;
-  return detail::fp8_inverse_scale(scale);
 }
 
 // y stored to out (inverse_scale: fp8 output only).
@@ -568,57 +457,6 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   constexpr bool kSplitTails = kFit != RowFit::kAny;
   normalize_row_slice<K, kFit, kSplitTails, false, kItems>(a, row, row < a.rows, t, tpr, 0, a.items,
                                                          reduce, reduce_max, t == 0);
-}
-
-// The cluster path: the cluster_blocks blocks of a cluster share one row, block r taking the
-// slice that starts at group r * threads * items. Each block sums its slice (row_sum), publishes
-// the partial in its shared memory, and after a cluster barrier every thread adds the blocks'
-// partials in rank order (the same tree, hence the same bits, in every block). A last barrier,
-// arrived at once the partials are read and waited on at exit, keeps each block's shared memory
-// alive until the others have read it. Same registers budget as
-// the registers kernel (two blocks per SM where that fits), so that one block's loads overlap
-// another's reductions and writes.
-template <class K, RowFit kFit>
-__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
-    norm_cluster_kernel(NormKernelArgs a) {
-  static_assert(!K::kFp8Out, "fp8 output takes the registers or staged path");
-  if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return;
-  __shared__ float scratch[2][K::kScratch];
-  __shared__ float partial[2];
-  const int blocks = a.cluster_blocks;
-  const int rank = static_cast<int>(cluster_block_rank());
-  const int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
-  const int tpr = static_cast<int>(blockDim.x);
-  const int t = static_cast<int>(threadIdx.x);
-  const int first_col = rank * tpr * a.items * K::kGroup;
-
-  wait_for_prior_grids();
-  allow_dependent_grids();
-
-  auto reduce = [&](float v, int k) {
-    const float block_total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
-    if (t == 0) partial[k] = block_total;
-    cluster_barrier();
-    // Lane l reads block (l mod blocks)'s partial; the butterfly over `blocks` lanes then leaves
-    // the rank-ordered tree sum in every lane.
-    const int lane = t % K::kWarp;
-    const float total = warp_sum<K::kWarp>(
-        cluster_read(&partial[k], static_cast<unsigned>(lane % blocks)), blocks);
-    // After the last reduction this block has read what it needs from the others: it says so now
-    // and waits for them only before it exits (its shared memory must outlive their reads), so
-    // that neither its stores nor a barrier's release of them hold up the others.
-    if (k == (K::kLayer ? 1 : 0)) cluster_arrive();
-    return total;
-  };
-  auto no_max = [](float v) { return v; };  // never called: no fp8 output here
-  // One tail (finish_row): two would cost registers here, and a second 512-thread block per SM.
-  // h is written out after the reductions (kLateSumStore), so that the cluster barriers release no
-  // pending global stores, where one block per SM leaves the registers for it (in 64, LayerNorm
-  // with the add spilled 40-170 bytes: ptxas).
-  constexpr bool kLateSumStore = K::kMinBlocksPerSm == 1;
-  normalize_row_slice<K, kFit, false, kLateSumStore, K::kMaxItems>(a, row, true, t, tpr, first_col, a.items,
-                                                         reduce, no_max, t == 0 && rank == 0);
-  cluster_wait();
 }
 
 }  // namespace fusekit::gpu

@@ -20,6 +20,7 @@
 #include "gpu/common/dispatch.h"
 #include "gpu/common/kernel_limits.h"
 #include "gpu/norm/norm_config.h"
+#include "gpu/norm/norm_cluster_kernel.cuh"
 #include "gpu/norm/norm_kernel.cuh"
 #include "gpu/norm/norm_staged_kernel.cuh"
 

@@ -1,0 +1,86 @@
+// What every norm kernel is given: NormKernelArgs (the runtime arguments, one struct passed by
+// value) and NormTraits (the compile-time ones: kind, add, dtypes, access width, warp size, fp8
+// output format, and the register budgets that follow from them). norm_kernel.cuh says why the
+// kernels are shaped as they are.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "gpu/common/convert.cuh"
+#include "gpu/platform.h"
+#include "norm/norm_problem.h"
+
+namespace fusekit::gpu {
+
+using detail::NormKind;
+
+// Everything a norm kernel reads besides its template parameters. Passed by value.
+struct NormKernelArgs {
+  const void* x;
+  void* out;
+  const void* residual;
+  void* residual_out;
+  const void* weight;  // may be null (layer norm): 1
+  const void* bias;    // may be null: 0
+  float* rstd;         // may be null
+  float* mean;         // may be null
+  const float* static_scale;  // fp8 output: [1], or null when dynamic_scale is set
+  float* dynamic_scale;       // fp8 output: [rows], written
+  float scale_upper_bound;
+  int64_t x_stride;
+  int64_t out_stride;
+  int64_t residual_stride;
+  int64_t residual_out_stride;
+  int64_t rows;
+  int64_t cols;
+  float eps;
+  float weight_offset;
+  bool weight_after_cast;
+  int threads_per_row;  // a power of two
+  int threads_per_row_log2;
+  int items;            // registers and cluster paths: groups per thread
+  int rows_per_block;   // registers path
+  int cluster_blocks;   // cluster path: blocks per row (one cluster)
+  int64_t smem_groups;  // staged path: groups of the row kept in shared memory
+};
+
+template <NormKind kKind_, bool kAdd_, typename TX_, typename TW_, typename TR_, int kLoad_,
+          int kWarp_, class Fp8_ = void>
+struct NormTraits {
+  static constexpr NormKind kKind = kKind_;
+  static constexpr bool kAdd = kAdd_;
+  static constexpr bool kLayer = kKind_ == NormKind::kLayer;
+  using TX = TX_;  // x and out
+  using TW = TW_;  // weight and bias
+  using TR = TR_;  // residual and residual_out; the normalized values h (TX when !kAdd)
+  using Fp8 = Fp8_;  // void: out is TX; else out holds codes of this format (core/fp8.h)
+  static constexpr bool kFp8Out = !std::is_void_v<Fp8_>;
+  using TO = std::conditional_t<kFp8Out, uint8_t, TX_>;  // out
+  static_assert(!kFp8Out || kKind_ == NormKind::kRms, "fp8 output is an RMSNorm form");
+  static constexpr int kLoad = kLoad_;
+  static constexpr int kWarp = kWarp_;
+  static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
+  static constexpr int kMaxItems = 4;  // registers path: groups per thread (32 bf16 / 16 fp32)
+  // Staged path: groups in flight per thread in pass 1 (two inputs each when adding).
+  static constexpr int kBatch = kAdd ? 2 : 4;
+  static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
+  static constexpr int kMaxThreads = 512;       // registers path
+  // Registers and cluster paths: two 512-thread blocks per SM (at most 64 registers per thread)
+  // where what a thread holds fits in that without spilling, per ptxas: no fused add, and for
+  // RMSNorm (which holds the weight in registers) a weight in x's dtype; LayerNorm with the add
+  // when all its tensors are bf16 or all fp32 (fp16's conversions take the registers that
+  // LayerNorm's cluster kernel then spills). Elsewhere a floor spills.
+  static constexpr bool kSameDtypes = std::is_same_v<TW_, TX_> && std::is_same_v<TR_, TX_>;
+  static constexpr int kMinBlocksPerSm =
+      (!kAdd && (kLayer || sizeof(TW_) == sizeof(TX_))) ||
+              (kAdd && kLayer && kSameDtypes && !std::is_same_v<TX_, Half>)
+          ? 2
+          : 1;
+  static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
+  static constexpr int kScratch = 512;  // one float per thread of the largest block
+  static constexpr int kMaxWarpsPerRow = 512 / kWarp;
+};
+
+
+}  // namespace fusekit::gpu
