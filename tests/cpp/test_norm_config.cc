@@ -17,14 +17,19 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
     for (int group : {8, 4}) {
       for (int source_bytes : {2, 4}) {
         for (int64_t n = 1; n <= 300000; n = n < 64 ? n + 1 : n * 5 / 4 + 1) {
+         for (int64_t m : {1, 200, 65536}) {
+          for (int budget : {1, 2}) {
           NormShape s;
           s.cols = n;
+          s.rows = m;
           s.group_elems = group;
           s.source_elem_bytes = source_bytes;
           s.warp_size = warp;
           s.max_smem_bytes = 227 * 1024;
+          s.min_blocks_per_sm = budget;
           const NormConfig c = choose_norm_config(s);
-          SCOPED_TRACE("n=" + std::to_string(n) + " warp=" + std::to_string(warp) + " " +
+          SCOPED_TRACE("n=" + std::to_string(n) + " m=" + std::to_string(m) + " warp=" +
+                       std::to_string(warp) + " blocks/SM=" + std::to_string(budget) + " " +
                        c.to_string());
           const int64_t groups = (n + group - 1) / group;
           ASSERT_LE(c.block_threads, kNormMaxThreads);
@@ -35,8 +40,13 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
             ASSERT_LE(c.items, kNormMaxItems);
             ASSERT_EQ(c.block_threads, c.threads_per_row * c.rows_per_block);
             // One row per block from 64 threads per row up; shorter rows share 64-thread blocks
-            // (a whole warp at least).
-            ASSERT_EQ(c.block_threads, std::max({c.threads_per_row, 64, warp}));
+            // (a whole warp at least); the fused add's 256-thread rows go two to a block at
+            // between one and two blocks per SM.
+            const bool paired = budget == 1 && c.threads_per_row == 256 && c.items == 4 &&
+                                m > s.sm_count &&
+                                m <= 2 * s.sm_count;
+            ASSERT_EQ(c.block_threads,
+                      paired ? 512 : std::max({c.threads_per_row, 64, warp}));
             ASSERT_TRUE(is_pow2(c.items));
             // No more threads than groups, beyond rounding up to a power of two.
             ASSERT_LT(c.threads_per_row, 2 * groups);
@@ -46,6 +56,8 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
             ASSERT_LE(c.smem_groups * group * source_bytes, s.max_smem_bytes);
             ASSERT_GT(c.smem_groups, 0);
           }
+          }
+         }
         }
       }
     }
@@ -71,6 +83,47 @@ TEST(NormConfig, FewRowsForLatencyManyRowsForBandwidth) {
     EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
     EXPECT_EQ(c.threads_per_row, k.threads_per_row);
     EXPECT_EQ(c.items, k.items);
+  }
+}
+
+// The fused add's kernels (one 512-thread block per SM) at batches that fill the GPU: two groups
+// per thread at mid batches where 256 threads cover the row, and at any batch where 512 cover it
+// exactly; two rows per 256-thread block between one and two blocks per SM (bench/NOTES.md).
+TEST(NormConfig, FusedAddShapesAtMidBatches) {
+  struct Case {
+    int64_t cols, rows;
+    int threads_per_row, items, rows_per_block;
+  };
+  // bf16 rows (8 elements per group) on 132 SMs.
+  for (const Case& k : {Case{2048, 256, 128, 2, 1}, Case{4096, 128, 256, 2, 1},
+                        Case{4096, 256, 256, 2, 1}, Case{4096, 2048, 128, 4, 1},
+                        Case{4096, 16, 256, 2, 1}, Case{8192, 256, 512, 2, 1},
+                        Case{8192, 16384, 512, 2, 1}, Case{8192, 1, 256, 4, 1},
+                        Case{5120, 128, 256, 4, 1}, Case{5120, 256, 256, 4, 2},
+                        Case{5120, 264, 256, 4, 2}, Case{5120, 265, 256, 4, 1},
+                        Case{5120, 2048, 256, 4, 1}}) {
+    NormShape s;
+    s.cols = k.cols;
+    s.rows = k.rows;
+    s.min_blocks_per_sm = 1;
+    const NormConfig c = choose_norm_config(s);
+    SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
+                 c.to_string());
+    EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
+    EXPECT_EQ(c.threads_per_row, k.threads_per_row);
+    EXPECT_EQ(c.items, k.items);
+    EXPECT_EQ(c.rows_per_block, k.rows_per_block);
+    EXPECT_EQ(c.block_threads, k.threads_per_row * k.rows_per_block);
+    // Two blocks per SM (no add), or an fp8 output: four groups per thread, one row per block.
+    for (const bool fp8 : {false, true}) {
+      s.min_blocks_per_sm = fp8 ? 1 : 2;
+      s.fp8_output = fp8;
+      const NormConfig plain = choose_norm_config(s);
+      if (k.rows >= 128) {
+        EXPECT_EQ(plain.items, 4);
+        EXPECT_EQ(plain.rows_per_block, 1);
+      }
+    }
   }
 }
 

@@ -26,6 +26,12 @@ constexpr int kMaxRegisterThreadsPerRow = 512;
 // replay of rms_norm [1, 4096] 1.53 us with 256 threads x 2 groups, 1.75 us with 512 x 1 (the
 // cross-warp step of the reduction grows with the warps).
 constexpr int kLatencyThreadsPerRow = 256;
+// Registers path: 16-byte groups per SM up to which a batch that fills the GPU is still a "mid"
+// batch (M = 256 at N = 4096 bf16, 512 at 2048), where two groups per thread beat four for the
+// fused add: on an H100 (NOTES.md, "Norm v10"), graph replay of fused_add_rms_norm [256, 2048]
+// 1.95 against 2.14 us, [256, 4096] 2.67 against 2.91, [128, 4096] 2.11 against 2.26, and level
+// (+-1%) at M = 512 and 1024; rms_norm level either way.
+constexpr int64_t kMidSmGroups = 1024;
 
 }  // namespace
 
@@ -101,11 +107,35 @@ NormConfig choose_norm_config(const NormShape& shape) {
     }
     int most = 1;
     while (most < max_items && most < groups) most *= 2;
-    const bool fills_gpu =
-        shape.rows * groups > static_cast<int64_t>(shape.sm_count) * kFullSmGroups;
-    const int items = fills_gpu ? std::max(fewest, most) : fewest;
+    const int64_t batch_groups = shape.rows * groups;
+    const bool fills_gpu = batch_groups > static_cast<int64_t>(shape.sm_count) * kFullSmGroups;
+    int items = fills_gpu ? std::max(fewest, most) : fewest;
+    // The fused add's kernels (one 512-thread block per SM: min_blocks_per_sm) at batches that
+    // fill the GPU: two groups per thread where they cover the row in at most
+    // kLatencyThreadsPerRow threads at mid batches, or exactly in the widest block (N = 8192
+    // bf16) at any; the latter measured level with four groups at M = 64-2048 and clear of the
+    // loss below at M = 256 (4.07 against 7.01 us with PDL).
+    // Not for fp8 outputs, whose dynamic form lost 10-25% at two groups per thread (NOTES.md, v9).
+    const bool one_block_per_sm = shape.min_blocks_per_sm == 1 && !shape.fp8_output;
+    if (fills_gpu && one_block_per_sm && items > 2 &&
+        ((batch_groups <= static_cast<int64_t>(shape.sm_count) * kMidSmGroups &&
+          groups <= 2 * kLatencyThreadsPerRow) ||
+         groups == 2 * kMaxRegisterThreadsPerRow)) {
+      items = 2;
+    }
     make_norm_config(shape, NormConfig::Path::kRegisters,
                      static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
+    // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per
+    // thread (two blocks per SM by their registers), one row each, replayed 30-60% slower with programmatic dependent launch
+    // when the grid had between one and two blocks per SM (fused_add_rms_norm [256, 5120] 4.86 us
+    // against 3.76 without PDL), and not at 64, 128 or 512 rows. Two rows per block keep the grid
+    // within one block per SM there: 3.53 us with PDL.
+    if (fills_gpu && one_block_per_sm && c.rows_per_block == 1 && c.threads_per_row == 256 &&
+        c.items == 4 &&
+        shape.rows > shape.sm_count && shape.rows <= 2 * static_cast<int64_t>(shape.sm_count)) {
+      c.rows_per_block = 2;
+      c.block_threads = 2 * c.threads_per_row;
+    }
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large

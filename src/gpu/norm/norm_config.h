@@ -34,6 +34,18 @@ struct NormConfig {
   std::string to_string() const;
 };
 
+// Registers and cluster paths: how many 512-thread blocks per SM the kernels' register budget is
+// built for (__launch_bounds__): two (at most 64 registers per thread) where what a thread holds
+// fits in that without spilling, per ptxas: no fused add, and for RMSNorm (which holds the weight
+// in registers) a weight of x's size; LayerNorm with the add when all its tensors have one dtype,
+// bf16 or fp32 (fp16's conversions take the registers that LayerNorm's cluster kernel then
+// spills). Elsewhere one (up to 128 registers), where a floor of two spills.
+constexpr int norm_min_blocks_per_sm(bool add, bool layer, bool weight_size_is_x,
+                                     bool one_dtype, bool x_is_fp16) {
+  return (!add && (layer || weight_size_is_x)) || (add && layer && one_dtype && !x_is_fp16) ? 2
+                                                                                           : 1;
+}
+
 // Inputs of the heuristic.
 struct NormShape {
   int64_t rows = 1;          // M: only chooses items on the registers path
@@ -44,6 +56,8 @@ struct NormShape {
   int max_smem_bytes = 48 * 1024;  // per block, opt-in limit
   int sm_count = 132;
   int max_cluster_blocks = 1;  // largest thread-block cluster (1: none)
+  int min_blocks_per_sm = 2;   // the kernels' register budget: norm_min_blocks_per_sm
+  bool fp8_output = false;     // out holds fp8 codes (RMSNorm)
 };
 
 // Registers path: up to this many 16-byte groups per thread.

@@ -50,6 +50,11 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.warp_size = info.warp_size;
   // fp8 outputs have no cluster kernel (norm_kernel.cuh): long rows take the staged path.
   s.max_cluster_blocks = p.out_fp8 ? 1 : info.max_cluster_blocks;
+  s.fp8_output = p.out_fp8;
+  const bool one_dtype = p.weight_dtype == p.x_dtype && p.source_dtype() == p.x_dtype;
+  s.min_blocks_per_sm = norm_min_blocks_per_sm(
+      p.add_residual, p.kind == detail::NormKind::kLayer,
+      dtype_size(p.weight_dtype) == dtype_size(p.x_dtype), one_dtype, p.x_dtype == DType::kFloat16);
   // The kernels' static shared memory (reduction scratch) comes out of the same budget.
   constexpr int kStaticSmemReserve = 8 * 1024;
   s.max_smem_bytes = info.max_smem_per_block - kStaticSmemReserve;

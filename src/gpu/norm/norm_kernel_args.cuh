@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "gpu/common/convert.cuh"
+#include "gpu/norm/norm_config.h"
 #include "gpu/platform.h"
 #include "norm/norm_problem.h"
 
@@ -66,21 +67,15 @@ struct NormTraits {
   static constexpr int kBatch = kAdd ? 2 : 4;
   static constexpr int kOutBatch = kLayer ? 1 : 2;  // and pass 2 (which also holds weight, bias)
   static constexpr int kMaxThreads = 512;       // registers path
-  // Registers and cluster paths: two 512-thread blocks per SM (at most 64 registers per thread)
-  // where what a thread holds fits in that without spilling, per ptxas: no fused add, and for
-  // RMSNorm (which holds the weight in registers) a weight in x's dtype; LayerNorm with the add
-  // when all its tensors are bf16 or all fp32 (fp16's conversions take the registers that
-  // LayerNorm's cluster kernel then spills). Elsewhere a floor spills.
+  // Registers and cluster paths: 512-thread blocks per SM that the register budget is built for
+  // (norm_config.h says which; the launch heuristic reads the same rule).
   static constexpr bool kSameDtypes = std::is_same_v<TW_, TX_> && std::is_same_v<TR_, TX_>;
   static constexpr int kMinBlocksPerSm =
-      (!kAdd && (kLayer || sizeof(TW_) == sizeof(TX_))) ||
-              (kAdd && kLayer && kSameDtypes && !std::is_same_v<TX_, Half>)
-          ? 2
-          : 1;
+      norm_min_blocks_per_sm(kAdd, kLayer, sizeof(TW_) == sizeof(TX_), kSameDtypes,
+                             std::is_same_v<TX_, Half>);
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;
 };
-
 
 }  // namespace fusekit::gpu
