@@ -237,6 +237,33 @@ ErrorCode allow_large_clusters(Kernel kernel) {
 #endif
 }
 
+// How many clusters of `cluster_blocks` blocks of `block_threads` threads (and `smem` bytes of
+// dynamic shared memory each) of `kernel` the device holds at once (CUDA sm_90+; HIP has no
+// clusters). A grid of that many clusters that loops over its work stays resident: no cluster
+// waits for a GPC to free enough block slots at once.
+template <typename Kernel>
+ErrorCode max_resident_clusters(Kernel kernel, int block_threads, size_t smem, int cluster_blocks,
+                                int* clusters) {
+#if FUSEKIT_PLATFORM_HIP
+  (void)kernel, (void)block_threads, (void)smem, (void)cluster_blocks;
+  *clusters = 0;
+  return hipErrorInvalidValue;
+#else
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
+  config.blockDim = dim3(static_cast<unsigned>(block_threads));
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
+#endif
+}
+
 // Launches kernel<<<grid, block, smem, stream>>>(args...). With `pdl` (CUDA sm_90+ only) the
 // launch may begin while the previous kernel in the stream is finishing; kernels launched this
 // way call wait_for_prior_grids() before touching global memory, so results are unchanged.

@@ -4,6 +4,7 @@
 // normalized alone, whether the lone row sits in a fresh aligned buffer or one element off
 // alignment (which changes the kernels' access width but must not change the result); and two
 // runs on the same inputs must be bitwise identical. Sizes cover both kernel paths.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -46,8 +47,13 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
       NormCase batch;
       batch.op = op;
       batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
-      // On the GPU, enough rows that it picks its large-batch launch shape for the registers path.
-      batch.rows = n > 16384 ? 3 : backend == Backend::kGPU ? 1100 : 257;
+      // On the GPU, enough rows that it picks its large-batch launch shape for the registers path,
+      // and on the cluster path more rows than the GPU holds clusters (each cluster then
+      // normalizes several rows in turn: 32 rows of 262144 against at most ~14 clusters of 16
+      // blocks on an H100, 128 of 65536 against ~30-62 clusters of 4).
+      const bool gpu = backend == Backend::kGPU;
+      batch.rows = n > 16384 ? (gpu ? std::max<int64_t>(3, (int64_t{1} << 23) / n) : 3)
+                             : (gpu ? 1100 : 257);
       batch.cols = n;
       batch.stats = true;
       batch.seed = static_cast<uint32_t>(n);

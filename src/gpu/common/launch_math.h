@@ -16,4 +16,11 @@ constexpr int64_t next_pow2(int64_t v) {
   return p;
 }
 
+// floor(log2(v)) for v >= 1.
+constexpr int log2_floor(int64_t v) {
+  int l = 0;
+  while (v > 1) v /= 2, ++l;
+  return l;
+}
+
 }  // namespace fusekit::gpu

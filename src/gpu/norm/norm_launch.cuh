@@ -19,6 +19,7 @@
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
 #include "gpu/common/kernel_limits.h"
+#include "gpu/common/launch_math.h"
 #include "gpu/norm/norm_config.h"
 #include "gpu/norm/norm_cluster_kernel.cuh"
 #include "gpu/norm/norm_kernel.cuh"
@@ -83,15 +84,35 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
       done.store(true);
     }
   }
+  // The cluster kernel loops over rows in as many clusters as the GPU holds at once.
+  int64_t resident_clusters = 0;
+  if (cluster) {
+    // Per RowFit (one kernel each), cluster size and block size (powers of two up to 16 and
+    // 512); 0: not yet asked.
+    static std::atomic<int> resident[3][5][10][kMaxDevicesTracked];
+    std::atomic<int>& known =
+        resident[static_cast<int>(fit)][log2_floor(cluster_blocks) % 5]
+                [log2_floor(cfg.block_threads) % 10][info.index % kMaxDevicesTracked];
+    int count = known.load();
+    if (count == 0) {
+      const ErrorCode e =
+          max_resident_clusters(kernel, cfg.block_threads, 0, cluster_blocks, &count);
+      if (e != kSuccess) return status_from("norm: resident clusters", e);
+      if (count < 1) return Status::runtime_error("norm: no cluster of this shape fits the GPU");
+      known.store(count);
+    }
+    resident_clusters = count;
+  }
   if (cfg.path == Path::kStaged) {
     kernel = norm_staged_kernel<K>;
     smem = static_cast<size_t>(cfg.smem_groups) * K::kGroup * sizeof(typename K::TR);
     FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info.index, allowed_staged, "norm"));
   }
   const int64_t rows_per_block = cfg.path == Path::kRegisters ? cfg.rows_per_block : 1;
-  // One row (or rows_per_block) per block, or per cluster of blocks, in several launches when the
-  // rows exceed what one grid can index.
-  const int64_t rows_per_launch = kMaxBlocksPerLaunch / cluster_blocks * rows_per_block;
+  // One row (or rows_per_block) per block, in several launches when the rows exceed what one grid
+  // can index; the cluster kernel's grid covers any number of rows.
+  const int64_t rows_per_launch =
+      cluster ? a.rows : kMaxBlocksPerLaunch / cluster_blocks * rows_per_block;
   const int64_t total_rows = a.rows;
   for (int64_t first = 0; first < total_rows; first += rows_per_launch) {
     NormKernelArgs part = a;
@@ -110,7 +131,9 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     part.rstd = shift(a.rstd, 1, sizeof(float));
     part.mean = shift(a.mean, 1, sizeof(float));
     part.dynamic_scale = shift(a.dynamic_scale, 1, sizeof(float));
-    const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block * cluster_blocks;
+    const int64_t blocks =
+        cluster ? std::min(rows, resident_clusters) * cluster_blocks
+                : (rows + rows_per_block - 1) / rows_per_block * cluster_blocks;
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
     const ErrorCode e =
