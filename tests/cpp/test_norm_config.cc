@@ -127,6 +127,51 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
   }
 }
 
+// LayerNorm and the fused add spread a few rows over up to 512 threads before a thread takes more
+// groups where that covers the row exactly (RMSNorm alone, the fp8 forms and other lengths over
+// 256); large batches are unchanged.
+TEST(NormConfig, LongerChainsSpreadFewRowsWider) {
+  struct Case {
+    int64_t cols, rows;
+    int threads_per_row, items;
+  };
+  for (const bool layer : {false, true}) {
+    for (const bool add : {false, true}) {
+      for (const Case& k : {Case{4096, 1, 512, 1}, Case{8192, 1, 512, 2},
+                            Case{2048, 32, 256, 1}, Case{16384, 1, 512, 4},
+                            Case{4096, 65536, 128, 4}}) {
+        NormShape s;
+        s.cols = k.cols;
+        s.rows = k.rows;
+        s.layer = layer;
+        s.adds_residual = add;
+        s.min_blocks_per_sm = add ? 1 : 2;
+        const NormConfig c = choose_norm_config(s);
+        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) + " n=" +
+                     std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
+                     c.to_string());
+        const bool wide = (layer || add) && k.rows < 64;
+        if (wide || k.rows >= 64 || k.cols <= 2048 || k.cols >= 16384) {
+          EXPECT_EQ(c.threads_per_row, k.threads_per_row);
+          EXPECT_EQ(c.items, k.items);
+        } else {  // RMSNorm alone: 256 threads
+          EXPECT_EQ(c.threads_per_row, 256);
+          EXPECT_EQ(c.items, static_cast<int>(k.cols / 8 / 256));
+        }
+        s.cols = 5120;  // 640 groups: 256 threads x 4
+        EXPECT_EQ(choose_norm_config(s).threads_per_row, 256);
+        s.cols = k.cols;
+        s.fp8_output = true;  // the fp8 forms keep 256
+        const NormConfig fp8 = choose_norm_config(s);
+        if (k.rows == 1 && k.cols == 4096) {
+          EXPECT_EQ(fp8.threads_per_row, 256);
+          EXPECT_EQ(fp8.items, 2);
+        }
+      }
+    }
+  }
+}
+
 TEST(NormConfig, ShortRowsShareBlocks) {
   NormShape s;
   s.cols = 64;  // 8 groups of bf16

@@ -26,6 +26,15 @@ constexpr int kMaxRegisterThreadsPerRow = 512;
 // replay of rms_norm [1, 4096] 1.53 us with 256 threads x 2 groups, 1.75 us with 512 x 1 (the
 // cross-warp step of the reduction grows with the warps).
 constexpr int kLatencyThreadsPerRow = 256;
+// The same for LayerNorm and the fused add (not their fp8 forms) where 512 threads cover the row
+// exactly (N a multiple of 4096 bf16): their longer chain per group (two reductions, or the add
+// and the store of h) pays more per group than the wider reduction costs. Graph replay at M = 1
+// (NOTES.md, v10) of layer_norm N = 4096 / 8192 1.97 / 2.62 us at 256 threads against 1.87 /
+// 2.40 at 512, fused_add_layer_norm 2.19 / 3.14 against 2.10 / 2.75, fused_add_rms_norm N = 8192
+// 2.13 against 2.02 (N = 4096 level); rms_norm 1.30 / 1.60 against 1.39 / 1.72. Where they would
+// leave slots idle they lose: N = 5120 (640 groups) layer_norm 2.42 -> 2.68, the fused add 1.99
+// -> 2.24.
+constexpr int kLongChainLatencyThreadsPerRow = 512;
 // Registers path: 16-byte groups per SM up to which a batch that fills the GPU is still a "mid"
 // batch (M = 256 at N = 4096 bf16, 512 at 2048), where two groups per thread beat four for the
 // fused add: on an H100 (NOTES.md, "Norm v10"), graph replay of fused_add_rms_norm [256, 2048]
@@ -97,12 +106,15 @@ NormConfig choose_norm_config(const NormShape& shape) {
   const int max_items = kNormMaxItems;
   NormConfig c;
   if (groups <= static_cast<int64_t>(kMaxRegisterThreadsPerRow) * max_items) {
-    // Few rows: as few groups per thread as spread the row over at most kLatencyThreadsPerRow
-    // threads (512 for the longest rows), for a short chain of dependent instructions per thread
+    // Few rows: as few groups per thread as spread the row over at most latency_threads threads
+    // (512 for the longest rows), for a short chain of dependent instructions per thread
     // and few warps to reduce over. Rows enough to fill the GPU: four groups per thread, for more
     // bytes in flight per thread. Items stay powers of two.
+    const bool long_chain = (shape.layer || shape.adds_residual) && !shape.fp8_output &&
+                            groups % kLongChainLatencyThreadsPerRow == 0;
+    const int latency_threads = long_chain ? kLongChainLatencyThreadsPerRow : kLatencyThreadsPerRow;
     int fewest = 1;
-    while (fewest < max_items && static_cast<int64_t>(fewest) * kLatencyThreadsPerRow < groups) {
+    while (fewest < max_items && static_cast<int64_t>(fewest) * latency_threads < groups) {
       fewest *= 2;
     }
     int most = 1;

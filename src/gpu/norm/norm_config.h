@@ -58,6 +58,8 @@ struct NormShape {
   int max_cluster_blocks = 1;  // largest thread-block cluster (1: none)
   int min_blocks_per_sm = 2;   // the kernels' register budget: norm_min_blocks_per_sm
   bool fp8_output = false;     // out holds fp8 codes (RMSNorm)
+  bool layer = false;          // LayerNorm (else RMSNorm)
+  bool adds_residual = false;  // the fused add
 };
 
 // Registers path: up to this many 16-byte groups per thread.

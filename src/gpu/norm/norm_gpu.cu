@@ -51,6 +51,8 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   // fp8 outputs have no cluster kernel (norm_kernel.cuh): long rows take the staged path.
   s.max_cluster_blocks = p.out_fp8 ? 1 : info.max_cluster_blocks;
   s.fp8_output = p.out_fp8;
+  s.layer = p.kind == detail::NormKind::kLayer;
+  s.adds_residual = p.add_residual;
   const bool one_dtype = p.weight_dtype == p.x_dtype && p.source_dtype() == p.x_dtype;
   s.min_blocks_per_sm = norm_min_blocks_per_sm(
       p.add_residual, p.kind == detail::NormKind::kLayer,
