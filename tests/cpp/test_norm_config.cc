@@ -64,6 +64,21 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
   }
 }
 
+// The heuristic's config for `shape` at N = cols, M = rows (bf16 rows, 132 SMs unless `shape`
+// says otherwise), expected on the registers path with these threads per row and groups per
+// thread.
+NormConfig expect_registers_shape(NormShape shape, int64_t cols, int64_t rows,
+                                  int threads_per_row, int items) {
+  shape.cols = cols;
+  shape.rows = rows;
+  const NormConfig c = choose_norm_config(shape);
+  SCOPED_TRACE("n=" + std::to_string(cols) + " m=" + std::to_string(rows) + " " + c.to_string());
+  EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
+  EXPECT_EQ(c.threads_per_row, threads_per_row);
+  EXPECT_EQ(c.items, items);
+  return c;
+}
+
 TEST(NormConfig, FewRowsForLatencyManyRowsForBandwidth) {
   struct Case {
     int64_t cols, rows;
@@ -74,15 +89,7 @@ TEST(NormConfig, FewRowsForLatencyManyRowsForBandwidth) {
                         Case{4096, 2048, 128, 4}, Case{4096, 65536, 128, 4},
                         Case{1024, 1, 128, 1}, Case{16384, 1, 512, 4},
                         Case{8192, 1, 256, 4}, Case{8192, 16384, 256, 4}}) {
-    NormShape s;
-    s.cols = k.cols;
-    s.rows = k.rows;
-    const NormConfig c = choose_norm_config(s);
-    SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
-                 c.to_string());
-    EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
-    EXPECT_EQ(c.threads_per_row, k.threads_per_row);
-    EXPECT_EQ(c.items, k.items);
+    expect_registers_shape(NormShape{}, k.cols, k.rows, k.threads_per_row, k.items);
   }
 }
 
@@ -97,26 +104,24 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
   // bf16 rows (8 elements per group) on 132 SMs.
   for (const Case& k : {Case{2048, 256, 128, 2, 1}, Case{4096, 128, 256, 2, 1},
                         Case{4096, 256, 256, 2, 1}, Case{4096, 2048, 128, 4, 1},
-                        Case{4096, 16, 256, 2, 1}, Case{8192, 256, 512, 2, 1},
-                        Case{8192, 16384, 512, 2, 1}, Case{8192, 1, 256, 4, 1},
+                        Case{4096, 16, 512, 1, 1}, Case{8192, 256, 512, 2, 1},
+                        Case{8192, 16384, 512, 2, 1}, Case{8192, 1, 512, 2, 1},
                         Case{5120, 128, 256, 4, 1}, Case{5120, 256, 256, 4, 2},
                         Case{5120, 264, 256, 4, 2}, Case{5120, 265, 256, 4, 1},
                         Case{5120, 2048, 256, 4, 1}}) {
+    SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows));
     NormShape s;
+    s.min_blocks_per_sm = 1;
+    s.adds_residual = true;
+    const NormConfig c = expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
     s.cols = k.cols;
     s.rows = k.rows;
-    s.min_blocks_per_sm = 1;
-    const NormConfig c = choose_norm_config(s);
-    SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
-                 c.to_string());
-    EXPECT_EQ(c.path, NormConfig::Path::kRegisters);
-    EXPECT_EQ(c.threads_per_row, k.threads_per_row);
-    EXPECT_EQ(c.items, k.items);
     EXPECT_EQ(c.rows_per_block, k.rows_per_block);
     EXPECT_EQ(c.block_threads, k.threads_per_row * k.rows_per_block);
     // Two blocks per SM (no add), or an fp8 output: four groups per thread, one row per block.
     for (const bool fp8 : {false, true}) {
       s.min_blocks_per_sm = fp8 ? 1 : 2;
+      s.adds_residual = fp8;
       s.fp8_output = fp8;
       const NormConfig plain = choose_norm_config(s);
       if (k.rows >= 128) {
