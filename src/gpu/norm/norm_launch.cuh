@@ -87,19 +87,21 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   // The cluster kernel loops over rows in as many clusters as the GPU holds at once.
   int64_t resident_clusters = 0;
   if (cluster) {
-    // Per RowFit (one kernel each), cluster size and block size (powers of two up to 16 and
-    // 512); 0: not yet asked.
-    static std::atomic<int> resident[3][5][10][kMaxDevicesTracked];
-    std::atomic<int>& known =
-        resident[static_cast<int>(fit)][log2_floor(cluster_blocks) % 5]
-                [log2_floor(cfg.block_threads) % 10][info.index % kMaxDevicesTracked];
-    int count = known.load();
-    if (count == 0) {
+    // Per RowFit (one kernel each) and cluster size (a power of two up to 16), for the block size
+    // last asked about (the heuristic always takes kNormClusterThreads): count << 4 | log2(block
+    // size); 0: not yet asked.
+    static std::atomic<int> resident[3][5][kMaxDevicesTracked];
+    std::atomic<int>& known = resident[static_cast<int>(fit)][log2_floor(cluster_blocks) % 5]
+                                      [info.index % kMaxDevicesTracked];
+    const int threads_log2 = log2_floor(cfg.block_threads);
+    const int cached = known.load();
+    int count = cached >> 4;
+    if (cached == 0 || (cached & 15) != threads_log2) {
       const ErrorCode e =
           max_resident_clusters(kernel, cfg.block_threads, 0, cluster_blocks, &count);
       if (e != kSuccess) return status_from("norm: resident clusters", e);
       if (count < 1) return Status::runtime_error("norm: no cluster of this shape fits the GPU");
-      known.store(count);
+      known.store(count << 4 | threads_log2);
     }
     resident_clusters = count;
   }
