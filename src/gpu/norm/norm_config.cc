@@ -138,10 +138,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
     make_norm_config(shape, NormConfig::Path::kRegisters,
                      static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
     // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per
-    // thread (two blocks per SM by their registers), one row each, replayed 30-60% slower with programmatic dependent launch
-    // when the grid had between one and two blocks per SM (fused_add_rms_norm [256, 5120] 4.86 us
-    // against 3.76 without PDL), and not at 64, 128 or 512 rows. Two rows per block keep the grid
-    // within one block per SM there: 3.53 us with PDL.
+    // thread (two blocks per SM by their registers), one row each, replayed 30-60% slower with
+    // programmatic dependent launch when the grid had between one and two blocks per SM
+    // (fused_add_rms_norm [256, 5120] 4.86 us against 3.76 without PDL), and not at 64, 128 or 512
+    // rows. Two rows per block keep the grid within one block per SM there: 3.53 us with PDL.
     if (fills_gpu && one_block_per_sm && c.rows_per_block == 1 && c.threads_per_row == 256 &&
         c.items == 4 &&
         shape.rows > shape.sm_count && shape.rows <= 2 * static_cast<int64_t>(shape.sm_count)) {
