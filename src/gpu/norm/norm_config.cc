@@ -83,7 +83,8 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
         (items & (items - 1)) != 0) {
       return false;
     }
-    const int64_t blocks = next_pow2(ceil_div(groups, static_cast<int64_t>(threads_per_row) * items));
+    const int64_t blocks =
+        next_pow2(ceil_div(groups, static_cast<int64_t>(threads_per_row) * items));
     if (blocks > shape.max_cluster_blocks) return false;
     c.items = items;
     c.cluster_blocks = static_cast<int>(blocks);

@@ -3,15 +3,15 @@
 // Why several kernels. A normalization needs a whole row before it can write anything, so the row
 // must be held somewhere between its reduction and its output. Up to four 16-byte groups per
 // thread (N <= 16384 bf16 or 8192 fp32 with 512 threads) it stays in registers, packed in its
-// storage type: one read of each input, one write of each
-// output, and nothing but shuffles and one barrier in between, which is what small batches (one
-// token, a decode step) need for latency. Longer rows, on GPUs with thread-block clusters, are
-// split over the blocks of one cluster (norm_cluster_kernel.cuh), each holding its slice in registers
-// the same way, with the partial sums exchanged through distributed shared memory: still one read
-// and one write (up to 16 blocks x 512 threads x 4 groups: N = 262144 bf16). Elsewhere
-// norm_staged_kernel keeps as much of the row as fits in shared memory and re-reads the rest (from
-// L2, where it was just read) in the second pass; a whole row of up to ~110K bf16 elements fits on
-// an H100 (norm_staged_kernel.cuh).
+// storage type: one read of each input, one write of each output, and nothing but shuffles and
+// one barrier in between, which is what small batches (one token, a decode step) need for
+// latency. Longer rows, on GPUs with thread-block clusters, are split over the blocks of one
+// cluster (norm_cluster_kernel.cuh), each holding its slice in registers the same way, with the
+// partial sums exchanged through distributed shared memory: still one read and one write (up to
+// 16 blocks x 512 threads x 4 groups: N = 262144 bf16). Elsewhere norm_staged_kernel keeps as
+// much of the row as fits in shared memory and re-reads the rest (from L2, where it was just
+// read) in the second pass; a whole row of up to ~110K bf16 elements fits on an H100
+// (norm_staged_kernel.cuh).
 //
 // Work split. Work comes in "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements). In the
 // registers path thread t takes groups t, t + T, ... and sums follow one fixed tree over the
@@ -428,8 +428,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  finish_row<K, kFit, kSplitTails, kLateSumStore>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                        reduce_max, writes_stats);
+  finish_row<K, kFit, kSplitTails, kLateSumStore>(a, row, active, t, tpr, first_col, items, x, h,
+                                                   affine, reduce, reduce_max, writes_stats);
 }
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
