@@ -147,6 +147,9 @@ inline ErrorCode graph_exec_destroy(GraphExecHandle exec) { return cudaGraphExec
 #endif
 
 // What the launch heuristics need to know about a device, read once per device.
+// The largest thread-block cluster any supported GPU runs (Hopper's non-portable size).
+constexpr int kMaxClusterBlocks = 16;
+
 struct DeviceInfo {
   int index = 0;
   int warp_size = 32;
@@ -157,8 +160,8 @@ struct DeviceInfo {
   int l2_bytes = 0;
   bool supports_pdl = false;  // programmatic dependent launch (CUDA, sm_90+)
   int max_cluster_blocks = 1;  // thread-block clusters with distributed shared memory (CUDA,
-                               // sm_90+: 16, with the non-portable size allowed per kernel);
-                               // 1 where there are none
+                               // sm_90+: kMaxClusterBlocks, with the non-portable size allowed
+                               // per kernel); 1 where there are none
 };
 
 // Properties of device `index`, cached; returns kSuccess or the runtime's error.
@@ -178,7 +181,7 @@ inline ErrorCode read_device_info(int index, DeviceInfo* d) {
   if (e != kSuccess) return e;
   d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
   d->supports_pdl = prop.major >= 9;
-  d->max_cluster_blocks = prop.major >= 9 ? 16 : 1;
+  d->max_cluster_blocks = prop.major >= 9 ? kMaxClusterBlocks : 1;
 #endif
   d->index = index;
   d->warp_size = prop.warpSize;
@@ -460,6 +463,87 @@ FUSEKIT_DEVICE void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 #else
   __syncthreads();
+#endif
+}
+
+// Cluster mailboxes (CUDA sm_90+): a block sends a float into a slot of a peer's shared memory
+// with an asynchronous store that counts its bytes on the peer's mailbox (an mbarrier), and the
+// peer waits on that mailbox for as many bytes as it expects. Unlike a cluster barrier, neither
+// side fences: a sender's other loads and stores in flight stay in flight. A mailbox completes
+// one phase per use; the waiter names the phase by its parity.
+struct ClusterMailbox {
+  uint64_t state;
+};
+
+// One thread initializes a mailbox (one expected arrival per phase: mailbox_expect's);
+// mailbox_publish_init then makes its block's initialized mailboxes visible to the cluster,
+// before a cluster_barrier after which peers may send.
+FUSEKIT_DEVICE void mailbox_init(ClusterMailbox* box) {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(box));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(address) : "memory");
+#else
+  (void)box;
+#endif
+}
+
+FUSEKIT_DEVICE void mailbox_publish_init() {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// The mailbox's one arrival of this phase (one thread of the receiving block): the phase
+// completes when `bytes` have been sent into it, whether they came before or after this call.
+FUSEKIT_DEVICE void mailbox_expect(ClusterMailbox* box, unsigned bytes) {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(box));
+  asm volatile(
+      "{\n\t.reg .b64 state;\n\t"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n\t}" ::"r"(address),
+      "r"(bytes)
+      : "memory");
+#else
+  (void)box, (void)bytes;
+#endif
+}
+
+// Stores v into `slot` of block `rank`'s shared memory (slot and box are this block's addresses
+// of the same variables) and counts 4 bytes on that block's `box`.
+FUSEKIT_DEVICE void mailbox_send(float* slot, ClusterMailbox* box, unsigned rank, float v) {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  const auto slot_address = static_cast<unsigned>(__cvta_generic_to_shared(slot));
+  const auto box_address = static_cast<unsigned>(__cvta_generic_to_shared(box));
+  unsigned remote_slot, remote_box;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(slot_address),
+               "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_box) : "r"(box_address),
+               "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
+               ::"r"(remote_slot), "f"(v), "r"(remote_box)
+               : "memory");
+#else
+  (void)slot, (void)box, (void)rank, (void)v;
+#endif
+}
+
+// Waits until the mailbox's phase of parity `phase` has completed; its slots' values are then
+// visible to the calling thread.
+FUSEKIT_DEVICE void mailbox_wait(ClusterMailbox* box, unsigned phase) {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(box));
+  unsigned done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(address), "r"(phase)
+        : "memory");
+  }
+#else
+  (void)box, (void)phase;
 #endif
 }
 
