@@ -175,6 +175,30 @@ FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGrou
   }
 }
 
+// LayerNorm's statistics. By default (the registers path) the row's mean comes from one reduction
+// and its squares, centred on that mean, from a second. A policy with kUsed (SliceMoments: the
+// cluster path, whose every reduction is an exchange between blocks) instead has each slice of the
+// row centre its squares on its own mean, slice_centre, so that both sums are block-local
+// (slice_total(v, k)), and combine(slice_sum, slice_squares, &mean, &total) gives the row's mean
+// and centred squares from every slice's pair in one exchange.
+struct NoSliceMoments {
+  static constexpr bool kUsed = false;
+};
+
+template <class SliceTotal, class Combine>
+struct SliceMoments {
+  static constexpr bool kUsed = true;
+  int slice_elems;  // elements of the row in this block's slice
+  SliceTotal slice_total;
+  Combine combine;
+};
+
+// The mean that a slice of `elems` elements summing to `sum` centres its squares on; every block
+// computes each slice's the same way (hence the same bits).
+FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
+  return elems > 0 ? sum / static_cast<float>(elems) : 0.0f;
+}
+
 // The second half of the registers and cluster kernels: from a row's x (and residual, in h)
 // packed in registers to the row's outputs. Thread t of the row's T = tpr threads (in a cluster:
 // of each block's, whose slice of the row starts at element first_col) holds groups t, t + T, ...,
@@ -190,13 +214,14 @@ FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGrou
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
 // `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only).
 template <class K, RowFit kFit, bool kSplitTails, bool kLateSumStore, int kItems, class Affine,
-          class Reduce, class ReduceMax>
+          class Reduce, class ReduceMax, class Moments = NoSliceMoments>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
                                Packed<typename K::TR, K::kGroup> (&h)[kItems],
                                const Affine& affine, const Reduce& reduce,
-                               const ReduceMax& reduce_max, bool writes_stats) {
+                               const ReduceMax& reduce_max, bool writes_stats,
+                               const Moments& moments = {}) {
   using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
@@ -230,6 +255,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   // Per group, then across the thread's groups, as trees (absent groups are zeros).
   float part[kItems];
   float mean = 0.0f;
+  float total;
   if constexpr (K::kLayer) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -237,19 +263,30 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       to_floats(h[i], v);
       part[i] = tree_sum(v);
     }
-    // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
-    // depend on how many zero slots the tree held.
-    mean = reduce(tree_sum(part), 0) / static_cast<float>(n) + 0.0f;
+    auto squares_about = [&](float centre) {
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int col = first_col + (t + i * tpr) * G;
-      float v[G];
+      for (int i = 0; i < kItems; ++i) {
+        const int col = first_col + (t + i * tpr) * G;
+        float v[G];
 #pragma unroll
-      for (int e = 0; e < G; ++e) {
-        const float d = to_float(h[i].elems[e]) - mean;
-        v[e] = in_row(i, col, e) ? d * d : 0.0f;
+        for (int e = 0; e < G; ++e) {
+          const float d = to_float(h[i].elems[e]) - centre;
+          v[e] = in_row(i, col, e) ? d * d : 0.0f;
+        }
+        part[i] = tree_sum(v);
       }
-      part[i] = tree_sum(v);
+      return tree_sum(part);
+    };
+    if constexpr (Moments::kUsed) {
+      const float slice_sum = moments.slice_total(tree_sum(part), 0);
+      const float slice_squares =
+          moments.slice_total(squares_about(slice_centre(slice_sum, moments.slice_elems)), 1);
+      moments.combine(slice_sum, slice_squares, &mean, &total);
+    } else {
+      // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
+      // depend on how many zero slots the tree held.
+      mean = reduce(tree_sum(part), 0) / static_cast<float>(n) + 0.0f;
+      total = reduce(squares_about(mean), 1);
     }
   } else {
 #pragma unroll
@@ -262,8 +299,8 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       }
       part[i] = tree_sum(v);
     }
+    total = reduce(tree_sum(part), 0);
   }
-  const float total = reduce(tree_sum(part), K::kLayer ? 1 : 0);
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
   if constexpr (K::kAdd && kLateSumStore) {
     TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
@@ -369,8 +406,65 @@ FUSEKIT_DEVICE Packed<T, G> filled_group(float value) {
   return p;
 }
 
+// Item `col` of a row in registers, packed in its storage type: x (from the row at x_row), and
+// the residual (r_row) in h when adding; zeros where `present` is false.
+template <class K, RowFit kFit>
+FUSEKIT_DEVICE void load_row_item(const typename K::TX* x_row, const typename K::TR* r_row,
+                                  int col, int n, bool present,
+                                  Packed<typename K::TX, K::kGroup>& x,
+                                  Packed<typename K::TR, K::kGroup>& h) {
+  if (present) {
+    x = load_item<K, kFit>(x_row, col, n);
+    if constexpr (K::kAdd) h = load_item<K, kFit>(r_row, col, n);
+  } else {
+    x = filled_group<typename K::TX, K::kGroup>(0.0f);
+    h = filled_group<typename K::TR, K::kGroup>(0.0f);
+  }
+}
+
+// The group at `col` of the weight, packed, or ones where there is none (exact in every float
+// dtype, with no offset: weight_offset_of), so that the outputs take one path whatever is present:
+// the branch is around the loads, not around each element's arithmetic. LayerNorm's bias likewise,
+// with zeros (RMSNorm: always zeros).
+template <class K, RowFit kFit>
+FUSEKIT_DEVICE Packed<typename K::TW, K::kGroup> weight_group(const typename K::TW* weight, int col,
+                                                             int n) {
+  return weight != nullptr ? load_item<K, kFit>(weight, col, n)
+                           : filled_group<typename K::TW, K::kGroup>(1.0f);
+}
+
+template <class K, RowFit kFit>
+FUSEKIT_DEVICE Packed<typename K::TW, K::kGroup> bias_group(const typename K::TW* bias, int col,
+                                                           int n) {
+  return K::kLayer && bias != nullptr ? load_item<K, kFit>(bias, col, n)
+                                      : filled_group<typename K::TW, K::kGroup>(0.0f);
+}
+
+FUSEKIT_DEVICE float weight_offset_of(const NormKernelArgs& a) {
+  return a.weight != nullptr ? a.weight_offset : 0.0f;
+}
+
+// Weight (offset added) and bias as floats from their packed groups (RMSNorm: bias zeros).
+template <class K>
+FUSEKIT_DEVICE void affine_values(const Packed<typename K::TW, K::kGroup>& w,
+                                  const Packed<typename K::TW, K::kGroup>& b, float weight_offset,
+                                  float (&wv)[K::kGroup], float (&bv)[K::kGroup]) {
+  to_floats(w, wv);
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) wv[e] += weight_offset;
+  if constexpr (K::kLayer) {
+    to_floats(b, bv);
+  } else {
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) bv[e] = 0.0f;
+  }
+}
+
 // Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
-// `items` of them) and finishes it (finish_row). Shared by the registers and cluster kernels.
+// `items` of them) and finishes it (finish_row). The registers kernel's row. (The cluster kernel
+// loads its slices with load_row_item and weight_group instead; written out here, the loads keep
+// ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
+// add, which costs it a block per SM.)
 template <class K, RowFit kFit, bool kSplitTails, bool kLateSumStore, int kItems, class Reduce,
           class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
