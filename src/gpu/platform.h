@@ -449,23 +449,6 @@ FUSEKIT_DEVICE void cluster_barrier() {
 #endif
 }
 
-// cluster_barrier in two halves, for a block with work to do between saying that it has finished
-// with its peers' shared memory (cluster_arrive: its earlier memory operations are released) and
-// waiting for every peer to say the same (cluster_wait). Each thread alternates the two.
-FUSEKIT_DEVICE void cluster_arrive() {
-#if FUSEKIT_CLUSTER_DEVICE_CODE
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#endif
-}
-
-FUSEKIT_DEVICE void cluster_wait() {
-#if FUSEKIT_CLUSTER_DEVICE_CODE
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#else
-  __syncthreads();
-#endif
-}
-
 // Cluster mailboxes (CUDA sm_90+): a block sends a float into a slot of a peer's shared memory
 // with an asynchronous store that counts its bytes on the peer's mailbox (an mbarrier), and the
 // peer waits on that mailbox for as many bytes as it expects. Unlike a cluster barrier, neither

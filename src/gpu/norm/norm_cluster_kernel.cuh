@@ -1,7 +1,7 @@
 // The cluster path of the norm kernels: rows too long for one block's registers, split over the
-// blocks of a thread-block cluster (sm_90+), each holding its slice in registers as the registers
-// path does (normalize_row_slice, norm_kernel.cuh), the partial sums exchanged through distributed
-// shared memory.
+// blocks of a thread-block cluster (sm_90+), each holding its slice in registers and finishing it
+// as the registers path does (finish_row, norm_kernel.cuh), the partial sums exchanged through
+// distributed shared memory.
 #pragma once
 
 #include <cstdint>
@@ -12,66 +12,160 @@
 namespace fusekit::gpu {
 
 // The cluster path: the cluster_blocks blocks of a cluster share one row, block r taking the
-// slice that starts at group r * threads * items. Each block sums its slice (row_sum), publishes
-// the partial in its shared memory, and after a cluster barrier every thread adds the blocks'
-// partials in rank order (the same tree, hence the same bits, in every block).
+// slice that starts at group r * threads * items. Each block sums its slice (row_sum) and sends
+// the partial to every block of the cluster (mailbox_send, platform.h); each block waits for the
+// cluster's partials in its own mailbox and adds them in rank order (the same tree, hence the
+// same bits, in every block). LayerNorm sends two values in one exchange: its slice's sum and its
+// squares about the slice's own mean (SliceMoments, norm_kernel.cuh), so a row of either kind
+// costs one exchange.
 //
 // The grid is as many clusters as the GPU holds at once (max_resident_clusters), each looping over
 // rows cluster, cluster + clusters, ...: a cluster of up to 16 blocks launches only where one GPC
 // has that many block slots free together, so one cluster per row left slots idle between rows
-// (bench/NOTES.md, "Norm v10"). Each cluster barrier costs about a microsecond at 16 blocks, so a
-// row has one per reduction and no more: the partials alternate between two slots by row parity
-// (a block writes row i + 2's partial only after the barrier of row i + 1, which every peer
-// reaches only after reading row i's). After the last row's last reduction a block arrives at one
-// more barrier, saying it has read its peers' partials, and waits on it only at exit, so that its
-// shared memory outlives their reads while neither its output stores nor a barrier's release of
-// them hold up the others. Same registers budget as the registers kernel (two blocks per SM where
-// that fits), so that one block's loads overlap another's reductions and writes.
+// (bench/NOTES.md, "Norm v10").
+//
+// Why mailboxes and not cluster barriers. A cluster barrier's release waits for the block's memory
+// operations in flight, and at 16 blocks one cost about a microsecond; every thread reading its
+// peers' partials from their shared memory adds one remote request per peer and warp. A mailbox
+// costs one asynchronous store per peer and block, and a wait on local shared memory; nothing
+// fences, so the next row's slice, loaded before this row's reductions (kPrefetch), stays in
+// flight through them (bench/NOTES.md, "Norm v11": N = 262144 at 51-78% of copy -> 88-93%).
+//
+// Slot reuse. Partials, their mailboxes and the block's scratch alternate between two sets by row
+// parity: a peer sends row i + 2's partial only after every block has sent row i + 1's, which a
+// block does only after all its threads have read row i's (row_sum's block barrier lies between).
+// A block exits only after its last row's partials have arrived, so no send is outstanding into
+// shared memory that is gone.
 template <class K, RowFit kFit>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_cluster_kernel(NormKernelArgs a) {
   static_assert(!K::kFp8Out, "fp8 output takes the registers or staged path");
   if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return;
-  __shared__ float scratch[2][K::kScratch];
-  __shared__ float partial[2][2];  // [row parity][reduction]
+  using TX = typename K::TX;
+  using TW = typename K::TW;
+  using TR = typename K::TR;
+  constexpr int G = K::kGroup;
+  constexpr int kItems = K::kMaxItems;
+  // Values each block sends per row: RMSNorm its sum of squares; LayerNorm its slice's sum and
+  // squares about the slice's mean (SliceMoments, norm_kernel.cuh), in one exchange.
+  constexpr int kValues = K::kLayer ? 2 : 1;
+  // The next row's slice in registers beside the current one, except where two blocks per SM and
+  // two inputs (LayerNorm with the add) leave no registers for it.
+  constexpr bool kPrefetch = K::kMinBlocksPerSm == 1 || !K::kAdd;
+  // h is written out after the reductions, where one block per SM leaves the registers for it
+  // (in 64, LayerNorm with the add spilled 40-170 bytes: ptxas).
+  constexpr bool kLateSumStore = K::kMinBlocksPerSm == 1;
+
+  __shared__ float scratch[2][kValues][K::kScratch];        // [row parity][value]
+  __shared__ float partial[2][kValues][kMaxClusterBlocks];  // [row parity][value][sender rank]
+  __shared__ ClusterMailbox mailbox[2];                     // [row parity]
   const int blocks = a.cluster_blocks;
-  const int rank = static_cast<int>(cluster_block_rank());
+  const auto rank = cluster_block_rank();
   const int64_t clusters = static_cast<int64_t>(gridDim.x) / blocks;
   const int tpr = static_cast<int>(blockDim.x);
   const int t = static_cast<int>(threadIdx.x);
-  const int first_col = rank * tpr * a.items * K::kGroup;
+  const int slice_width = tpr * a.items * G;
+  const int first_col = static_cast<int>(rank) * slice_width;
+  const int n = static_cast<int>(a.cols);
 
+  if (t == 0) {
+    mailbox_init(&mailbox[0]);
+    mailbox_init(&mailbox[1]);
+    mailbox_publish_init();
+  }
+  cluster_barrier();  // every block's mailboxes are ready before any peer sends
   wait_for_prior_grids();
   allow_dependent_grids();
 
-  int parity = 0;
-  bool last_row = false;
-  auto reduce = [&](float v, int k) {
-    const float block_total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
-    if (t == 0) partial[parity][k] = block_total;
-    cluster_barrier();
-    // Lane l reads block (l mod blocks)'s partial; the butterfly over `blocks` lanes then leaves
-    // the rank-ordered tree sum in every lane.
-    const int lane = t % K::kWarp;
-    const float total = warp_sum<K::kWarp>(
-        cluster_read(&partial[parity][k], static_cast<unsigned>(lane % blocks)), blocks);
-    if (last_row && k == (K::kLayer ? 1 : 0)) cluster_arrive();
-    return total;
+  int parity = 0;      // row parity: which set of slots this row uses
+  unsigned phase = 0;  // the mailboxes' phase parity for this row (flips every second row)
+  const int lane = t % K::kWarp;
+  const int lane_block = lane % blocks;  // the block whose values this lane combines
+  auto block_total = [&](float v, int k) {
+    return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[parity][k]);
   };
+  // Sends this block's values (the first kValues of v0, v1) to every block of the cluster and
+  // waits for theirs.
+  auto exchange = [&](float v0, float v1) {
+    if (t == 0) mailbox_expect(&mailbox[parity], blocks * kValues * unsigned{sizeof(float)});
+    if (t < blocks) {
+      const auto to = static_cast<unsigned>(t);
+      mailbox_send(&partial[parity][0][rank], &mailbox[parity], to, v0);
+      if (kValues == 2) mailbox_send(&partial[parity][kValues - 1][rank], &mailbox[parity], to, v1);
+    }
+    mailbox_wait(&mailbox[parity], phase);
+  };
+  // RMSNorm: lane l takes block (l mod blocks)'s partial; the butterfly over `blocks` lanes then
+  // leaves the rank-ordered tree sum in every lane.
+  auto reduce = [&](float v, int) {
+    exchange(block_total(v, 0), 0.0f);
+    return warp_sum<K::kWarp>(partial[parity][0][lane_block], blocks);
+  };
+  // LayerNorm: the row's mean from the slices' sums, as RMSNorm's total; its centred squares from
+  // each slice's squares about its own centre c_b (Chan et al.'s pairwise update:
+  // Q_b + 2 (c_b - m)(S_b - n_b c_b) + n_b (c_b - m)^2, which does not cancel), in rank order.
+  auto combine = [&](float slice_sum, float slice_squares, float* mean, float* total) {
+    exchange(slice_sum, slice_squares);
+    const float s_b = partial[parity][0][lane_block];
+    const float q_b = partial[parity][kValues - 1][lane_block];
+    const int elems_b = min(max(n - lane_block * slice_width, 0), slice_width);
+    const float n_b = static_cast<float>(elems_b);
+    const float c_b = slice_centre(s_b, elems_b);
+    // + 0.0f: see finish_row.
+    *mean = warp_sum<K::kWarp>(s_b, blocks) / static_cast<float>(n) + 0.0f;
+    const float d = c_b - *mean;
+    *total = warp_sum<K::kWarp>(q_b + 2.0f * d * (s_b - n_b * c_b) + n_b * d * d, blocks);
+  };
+  const SliceMoments<decltype(block_total), decltype(combine)> moments{
+      min(max(n - first_col, 0), slice_width), block_total, combine};
   auto no_max = [](float v) { return v; };  // never called: no fp8 output here
-  // One tail (finish_row): two would cost registers here, and a second 512-thread block per SM.
-  // h is written out after the reductions (kLateSumStore), so that the cluster barriers release no
-  // pending global stores, where one block per SM leaves the registers for it (in 64, LayerNorm
-  // with the add spilled 40-170 bytes: ptxas).
-  constexpr bool kLateSumStore = K::kMinBlocksPerSm == 1;
-  const int64_t first_row = static_cast<int64_t>(blockIdx.x) / blocks;
-  for (int64_t row = first_row; row < a.rows; row += clusters) {
-    last_row = row + clusters >= a.rows;  // the same in every block of the cluster
-    normalize_row_slice<K, kFit, false, kLateSumStore, K::kMaxItems>(
-        a, row, true, t, tpr, first_col, a.items, reduce, no_max, t == 0 && rank == 0);
-    parity ^= 1;
+
+  auto item_present = [&](int i, int col) {
+    return kFit == RowFit::kExact || (i < a.items && col < n);
+  };
+  auto item_col = [&](int i) { return first_col + (t + i * tpr) * G; };
+  const float weight_offset = weight_offset_of(a);
+  const TW* weight = static_cast<const TW*>(a.weight);
+  const TW* bias = static_cast<const TW*>(a.bias);
+  // Weight and bias come from cache: every row reads them.
+  auto affine = [&](int, int col, float (&wv)[G], float (&bv)[G]) {
+    affine_values<K>(weight_group<K, kFit>(weight, col, n), bias_group<K, kFit>(bias, col, n),
+                     weight_offset, wv, bv);
+  };
+
+  Packed<TX, G> x[kItems], next_x[kPrefetch ? kItems : 1];
+  Packed<TR, G> h[kItems], next_h[kPrefetch ? kItems : 1];
+  auto load_slice = [&](int64_t row, auto& xs, auto& hs) {
+    const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
+    const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      load_row_item<K, kFit>(x_row, r_row, item_col(i), n, item_present(i, item_col(i)), xs[i],
+                             hs[i]);
+    }
+  };
+  int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
+  if (kPrefetch && row < a.rows) load_slice(row, x, h);
+  for (int64_t i = 0; row < a.rows; ++i, row += clusters) {
+    parity = static_cast<int>(i & 1);
+    phase = static_cast<unsigned>(i >> 1) & 1u;
+    const int64_t next = row + clusters;
+    if constexpr (kPrefetch) {
+      if (next < a.rows) load_slice(next, next_x, next_h);
+    } else {
+      load_slice(row, x, h);
+    }
+    finish_row<K, kFit, false, kLateSumStore, kItems>(a, row, true, t, tpr, first_col, a.items, x,
+                                                      h, affine, reduce, no_max,
+                                                      t == 0 && rank == 0, moments);
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        x[j] = next_x[j];
+        h[j] = next_h[j];
+      }
+    }
   }
-  if (first_row < a.rows) cluster_wait();
 }
 
 }  // namespace fusekit::gpu
