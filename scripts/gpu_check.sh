@@ -57,7 +57,9 @@ fi
 if has racecheck; then
   run racecheck compute-sanitizer --tool racecheck --error-exitcode 1 \
       "$tests" --gtest_brief=1 --gtest_filter="$sanitize_filter"
-  run synccheck compute-sanitizer --tool synccheck --error-exitcode 1 \
+  # synccheck tracks every mbarrier of a launch (the norm cluster kernel's mailboxes: two per
+  # block of a full GPU) and stops the kernel when they overflow its default count.
+  run synccheck compute-sanitizer --tool synccheck --error-exitcode 1 --num-cuda-barriers 65536 \
       "$tests" --gtest_brief=1 --gtest_filter="$sanitize_filter"
 fi
 if has bench; then
