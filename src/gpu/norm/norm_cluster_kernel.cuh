@@ -52,8 +52,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // The next row's slice in registers beside the current one, except where two blocks per SM and
   // two inputs (LayerNorm with the add) leave no registers for it.
   constexpr bool kPrefetch = K::kMinBlocksPerSm == 1 || !K::kAdd;
-  // h is written out after the reductions, where one block per SM leaves the registers for it
-  // (in 64, LayerNorm with the add spilled 40-170 bytes: ptxas).
+  // h is written out after the reductions where one block per SM leaves the registers for it (in
+  // 64, LayerNorm with the add spilled 40-170 bytes: ptxas). Chosen against cluster barriers,
+  // whose release waited for the stores; with mailboxes the early store is not yet measured.
   constexpr bool kLateSumStore = K::kMinBlocksPerSm == 1;
 
   __shared__ float scratch[2][kValues][K::kScratch];        // [row parity][value]

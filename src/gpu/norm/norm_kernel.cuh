@@ -232,8 +232,9 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     return i < items && (kFit == RowFit::kWhole ? col < n : col + e < n);
   };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
-  // the reductions, or after them with kLateSumStore (the cluster path, whose cluster barriers
-  // release this thread's earlier memory operations and would wait for these stores to land).
+  // the reductions, or after them with kLateSumStore (the cluster kernel's one-block-per-SM
+  // forms: chosen when its exchanges were cluster barriers, whose release waited for these
+  // stores to land; bench/NOTES.md, "Norm v9").
   if constexpr (K::kAdd) {
     TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
 #pragma unroll
