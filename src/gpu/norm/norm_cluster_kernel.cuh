@@ -52,10 +52,6 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // The next row's slice in registers beside the current one, except where two blocks per SM and
   // two inputs (LayerNorm with the add) leave no registers for it.
   constexpr bool kPrefetch = K::kMinBlocksPerSm == 1 || !K::kAdd;
-  // h is written out after the reductions where one block per SM leaves the registers for it (in
-  // 64, LayerNorm with the add spilled 40-170 bytes: ptxas). Chosen against cluster barriers,
-  // whose release waited for the stores; with mailboxes the early store is not yet measured.
-  constexpr bool kLateSumStore = K::kMinBlocksPerSm == 1;
 
   __shared__ float scratch[2][kValues][K::kScratch];        // [row parity][value]
   __shared__ float partial[2][kValues][kMaxClusterBlocks];  // [row parity][value][sender rank]
@@ -156,9 +152,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     } else {
       load_slice(row, x, h);
     }
-    finish_row<K, kFit, false, kLateSumStore, kItems>(a, row, true, t, tpr, first_col, a.items, x,
-                                                      h, affine, reduce, no_max,
-                                                      t == 0 && rank == 0, moments);
+    finish_row<K, kFit, false>(a, row, true, t, tpr, first_col, a.items, x, h, affine, reduce,
+                               no_max, t == 0 && rank == 0, moments);
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {

@@ -213,8 +213,8 @@ FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
 // `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only).
-template <class K, RowFit kFit, bool kSplitTails, bool kLateSumStore, int kItems, class Affine,
-          class Reduce, class ReduceMax, class Moments = NoSliceMoments>
+template <class K, RowFit kFit, bool kSplitTails, int kItems, class Affine, class Reduce,
+          class ReduceMax, class Moments = NoSliceMoments>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -232,9 +232,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     return i < items && (kFit == RowFit::kWhole ? col < n : col + e < n);
   };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
-  // the reductions, or after them with kLateSumStore (the cluster kernel's one-block-per-SM
-  // forms: chosen when its exchanges were cluster barriers, whose release waited for these
-  // stores to land; bench/NOTES.md, "Norm v9").
+  // the reductions, so that the stores are under way while the row is reduced.
   if constexpr (K::kAdd) {
     TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
 #pragma unroll
@@ -246,7 +244,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         v[e] = to_float(h[i].elems[e]);
       }
       const int col = first_col + (t + i * tpr) * G;
-      if (!kLateSumStore && active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
+      if (active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
     }
   } else {
 #pragma unroll
@@ -303,15 +301,6 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     total = reduce(tree_sum(part), 0);
   }
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
-  if constexpr (K::kAdd && kLateSumStore) {
-    TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int col = first_col + (t + i * tpr) * G;
-      if (active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, h[i]);
-    }
-  }
-
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
   // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
   // cluster paths). LayerNorm and the fused add do better left to the compiler (ptxas).
@@ -466,8 +455,7 @@ FUSEKIT_DEVICE void affine_values(const Packed<typename K::TW, K::kGroup>& w,
 // loads its slices with load_row_item and weight_group instead; written out here, the loads keep
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
-template <class K, RowFit kFit, bool kSplitTails, bool kLateSumStore, int kItems, class Reduce,
-          class ReduceMax>
+template <class K, RowFit kFit, bool kSplitTails, int kItems, class Reduce, class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, bool writes_stats) {
@@ -523,8 +511,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  finish_row<K, kFit, kSplitTails, kLateSumStore>(a, row, active, t, tpr, first_col, items, x, h,
-                                                   affine, reduce, reduce_max, writes_stats);
+  finish_row<K, kFit, kSplitTails>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
+                                   reduce_max, writes_stats);
 }
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
@@ -550,8 +538,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
   // The bounds-free kernels take the weight_after_cast branch once (finish_row).
   constexpr bool kSplitTails = kFit != RowFit::kAny;
-  normalize_row_slice<K, kFit, kSplitTails, false, kItems>(a, row, row < a.rows, t, tpr, 0, a.items,
-                                                         reduce, reduce_max, t == 0);
+  normalize_row_slice<K, kFit, kSplitTails, kItems>(a, row, row < a.rows, t, tpr, 0, a.items,
+                                                    reduce, reduce_max, t == 0);
 }
 
 }  // namespace fusekit::gpu
