@@ -396,6 +396,19 @@ FUSEKIT_DEVICE void opaque_register(uint32_t& v) {
 #endif
 }
 
+// a * b, rounded on its own: never fused with an add that uses it into one fma. The compiler
+// otherwise decides per kernel whether to fuse (a product that a select feeds on is not fused, one
+// that goes straight into an add is), so sums of products would round differently in kernels that
+// must give the same bits (the norm kernels' variants, batch invariance).
+FUSEKIT_DEVICE float mul_unfused(float a, float b) {
+#if FUSEKIT_PLATFORM_HIP
+#pragma clang fp contract(off)
+  return a * b;
+#else
+  return __fmul_rn(a, b);
+#endif
+}
+
 // Programmatic dependent launch: wait until the grids this one depends on have completed and
 // their memory is visible; then let the next grid in the stream start its launch.
 FUSEKIT_DEVICE void wait_for_prior_grids() {

@@ -270,7 +270,9 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
 #pragma unroll
         for (int e = 0; e < G; ++e) {
           const float d = to_float(h[i].elems[e]) - centre;
-          v[e] = in_row(i, col, e) ? d * d : 0.0f;
+          // Unfused: where in_row is constant the compiler would fuse d * d into the tree's adds,
+          // and not where it selects per element, so the kernels would differ in the last bits.
+          v[e] = in_row(i, col, e) ? mul_unfused(d, d) : 0.0f;
         }
         part[i] = tree_sum(v);
       }
