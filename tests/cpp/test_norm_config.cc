@@ -19,7 +19,9 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
         for (int64_t n = 1; n <= 300000; n = n < 64 ? n + 1 : n * 5 / 4 + 1) {
          for (int64_t m : {1, 200, 65536}) {
           for (int budget : {1, 2}) {
+          for (bool whole : {false, true}) {
           NormShape s;
+          s.whole_groups = whole;
           s.cols = n;
           s.rows = m;
           s.group_elems = group;
@@ -29,15 +31,24 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
           s.min_blocks_per_sm = budget;
           const NormConfig c = choose_norm_config(s);
           SCOPED_TRACE("n=" + std::to_string(n) + " m=" + std::to_string(m) + " warp=" +
-                       std::to_string(warp) + " blocks/SM=" + std::to_string(budget) + " " +
-                       c.to_string());
+                       std::to_string(warp) + " blocks/SM=" + std::to_string(budget) +
+                       " whole=" + std::to_string(whole) + " " + c.to_string());
           const int64_t groups = (n + group - 1) / group;
           ASSERT_LE(c.block_threads, kNormMaxThreads);
           ASSERT_TRUE(c.block_threads % warp == 0 || c.block_threads < warp);
           ASSERT_TRUE(is_pow2(c.threads_per_row));
           if (c.path == NormConfig::Path::kRegisters) {
             ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
-            ASSERT_LE(c.items, kNormMaxItems);
+            // Powers of two up to kNormMaxItems, or kNormOddItems covering whole groups exactly.
+            const bool odd = c.items == kNormOddItems;
+            if (odd) {
+              ASSERT_TRUE(whole);
+              ASSERT_EQ(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
+              ASSERT_EQ(n % group, 0);
+            } else {
+              ASSERT_LE(c.items, kNormMaxItems);
+              ASSERT_TRUE(is_pow2(c.items));
+            }
             ASSERT_EQ(c.block_threads, c.threads_per_row * c.rows_per_block);
             // One row per block from 64 threads per row up; shorter rows share 64-thread blocks
             // (a whole warp at least); the fused add's 256-thread rows go two to a block at
@@ -47,7 +58,6 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
                                 m <= 2 * s.sm_count;
             ASSERT_EQ(c.block_threads,
                       paired ? 512 : std::max({c.threads_per_row, 64, warp}));
-            ASSERT_TRUE(is_pow2(c.items));
             // No more threads than groups, beyond rounding up to a power of two.
             ASSERT_LT(c.threads_per_row, 2 * groups);
           } else {
@@ -55,6 +65,7 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
             ASSERT_LE(c.smem_groups, groups);
             ASSERT_LE(c.smem_groups * group * source_bytes, s.max_smem_bytes);
             ASSERT_GT(c.smem_groups, 0);
+          }
           }
           }
          }
@@ -247,6 +258,56 @@ TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 32, 1, &c));   // 16 blocks
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 8, &c));   // > 4 items
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 3, &c));   // items not pow2
+  // kNormOddItems: only covering whole groups exactly.
+  s.cols = 5120;  // 640 groups
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, kNormOddItems, &c));
+  s.whole_groups = true;
+  EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 128, kNormOddItems, &c));
+  EXPECT_EQ(c.items, kNormOddItems);
+  EXPECT_EQ(c.block_threads, 128);
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 256, kNormOddItems, &c));
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 128, kNormOddItems, &c));
+  s.cols = 5128;  // 641 groups
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, kNormOddItems, &c));
+}
+
+// Rows of kNormOddItems x 2^k whole groups take that many groups per thread on half the threads
+// once the batch fills the GPU; not at small batches, not for fp8 outputs or LayerNorm with the
+// add, not when the rows are not whole, aligned groups.
+TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
+  struct Case {
+    int64_t cols, rows;
+    int group;
+    int threads_per_row, items;
+  };
+  for (const Case& k : {Case{5120, 16384, 8, 128, kNormOddItems},
+                        Case{5120, 2048, 8, 128, kNormOddItems},
+                        Case{2560, 65536, 8, 64, kNormOddItems},
+                        Case{10240, 4096, 8, 256, kNormOddItems},
+                        Case{5120, 16384, 4, 256, kNormOddItems},
+                        Case{5120, 1, 8, 256, 4}, Case{6144, 16384, 8, 256, 4},
+                        Case{4096, 16384, 8, 128, 4}}) {
+    for (const bool add : {false, true}) {
+      NormShape s;
+      s.group_elems = k.group;
+      s.source_elem_bytes = 16 / k.group;
+      s.whole_groups = true;
+      s.adds_residual = add;
+      s.min_blocks_per_sm = add ? 1 : 2;
+      SCOPED_TRACE("add=" + std::to_string(add) + " group=" + std::to_string(k.group));
+      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
+      s.whole_groups = false;
+      s.cols = k.cols;
+      s.rows = k.rows;
+      EXPECT_NE(choose_norm_config(s).items, kNormOddItems);
+      s.whole_groups = true;
+      s.layer = true;
+      EXPECT_EQ(choose_norm_config(s).items == kNormOddItems, k.items == kNormOddItems && !add);
+      s.layer = false;
+      s.fp8_output = true;
+      EXPECT_NE(choose_norm_config(s).items, kNormOddItems);
+    }
+  }
 }
 
 }  // namespace

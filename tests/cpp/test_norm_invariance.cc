@@ -130,24 +130,26 @@ struct LaunchShapeInputs {
   detail::NormProblem p;
 };
 
-// The registers path sums in one order for every power-of-two number of groups per thread, which
-// is what lets the GPU choose that number from the batch size: each launch shape must give the
-// same bits.
+// The registers path sums in one order for every power-of-two number of groups per thread, and
+// for kNormOddItems where those cover the row exactly, which is what lets the GPU choose that
+// number from the batch size: each launch shape must give the same bits.
 TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n : {7, 769, 4096, 5125, 8192}) {
+        for (int64_t n : {7, 769, 4096, 5120, 5125, 8192}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
           gpu::NormShape shape;
           ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
           std::vector<uint64_t> reference;
-          // Registers path with 1, 2 and 4 groups per thread.
-          for (int items : {1, 2, 4}) {
+          // Registers path with 1, 2 and 4 groups per thread, and kNormOddItems where they
+          // cover the row exactly (N = 5120: 128 threads of bf16, 256 of fp32) in the forms that
+          // have that kernel (gpu::odd_items_built).
+          for (int items : {1, 2, 4, gpu::kNormOddItems}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +
                          " items=" + std::to_string(items));
@@ -156,8 +158,13 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
             while (threads * items < groups) threads *= 2;
             if (threads > gpu::kNormMaxThreads) continue;  // needs more groups per thread
             gpu::NormConfig config;
-            ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, threads,
-                                              items, &config));
+            const bool made = gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
+                                                    threads, items, &config);
+            if (items == gpu::kNormOddItems) {
+              ASSERT_EQ(made, n == 5120 && !(layer && add));
+              if (!made) continue;
+            }
+            ASSERT_TRUE(made);
             RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
             p.out = out.data();
             p.out_stride = n;

@@ -24,11 +24,23 @@ FUSEKIT_DEVICE void fold_high_first(float (&v)[kSize]) {
   }
 }
 
-// Sum of v[0..kCount) (a power of two) by fold_high_first.
+// Sum of v[0..kCount) by fold_high_first. A count that is not a power of two is padded with
+// zeros to the next one, and the zeros are added, not skipped, as the empty slots of a wider
+// layout are: the same operations, so the same bits (x + 0 is not x for x = -0).
 template <int kCount>
 FUSEKIT_DEVICE float tree_sum(float (&v)[kCount]) {
-  fold_high_first<kCount / 2>(v);
-  return v[0];
+  if constexpr ((kCount & (kCount - 1)) == 0) {
+    fold_high_first<kCount / 2>(v);
+    return v[0];
+  } else {
+    static_assert(kCount < 16, "tree_sum: pad up to 16 slots");
+    constexpr int kPadded = kCount < 4 ? 4 : kCount < 8 ? 8 : 16;
+    float w[kPadded];
+#pragma unroll
+    for (int i = 0; i < kPadded; ++i) w[i] = i < kCount ? v[i] : 0.0f;
+    fold_high_first<kPadded / 2>(w);
+    return w[0];
+  }
 }
 
 // Butterfly over groups of `lanes` lanes (a power of two <= kWarp), widest exchange first: lanes

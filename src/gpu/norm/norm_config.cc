@@ -70,7 +70,11 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
   c.threads_per_row = threads_per_row;
   if (path == NormConfig::Path::kRegisters) {
     const int max_items = kNormMaxItems;
-    if (items < 1 || items > max_items || (items & (items - 1)) != 0) return false;
+    const bool pow2_items = items >= 1 && items <= max_items && (items & (items - 1)) == 0;
+    const bool odd_items = items == kNormOddItems && odd_items_built(shape) &&
+                           shape.whole_groups && shape.cols % shape.group_elems == 0 &&
+                           static_cast<int64_t>(threads_per_row) * items == groups;
+    if (!pow2_items && !odd_items) return false;
     if (static_cast<int64_t>(threads_per_row) * items < groups) return false;
     c.items = items;
     c.rows_per_block = std::max(1, kMinBlockThreads / threads_per_row);
@@ -138,6 +142,17 @@ NormConfig choose_norm_config(const NormShape& shape) {
     }
     make_norm_config(shape, NormConfig::Path::kRegisters,
                      static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
+    // Rows of kNormOddItems x 2^k whole groups at batches that fill the GPU: half the threads,
+    // no idle slot (norm_config.h).
+    if (fills_gpu && items == kNormMaxItems && odd_items_built(shape) && shape.whole_groups &&
+        groups % kNormOddItems == 0) {
+      const int64_t odd_threads = groups / kNormOddItems;
+      if (next_pow2(odd_threads) == odd_threads &&
+          make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(odd_threads),
+                           kNormOddItems, &c)) {
+        return c;
+      }
+    }
     // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per
     // thread (two blocks per SM by their registers), one row each, replayed 30-60% slower with
     // programmatic dependent launch when the grid had between one and two blocks per SM

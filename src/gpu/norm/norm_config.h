@@ -11,9 +11,9 @@
 //
 // Batch invariance. The path and the cluster and staged paths' shapes change the reduction order,
 // so they depend only on N, the dtypes and the device. Within the registers path
-// every power-of-two `items` sums in the same order (norm_kernel.cuh), so there the batch size
-// may choose: one group per thread while the rows do not fill the GPU (latency), four when they
-// do (bandwidth).
+// every power-of-two `items`, and kNormOddItems, sums in the same order (norm_kernel.cuh), so
+// there the batch size may choose: one group per thread while the rows do not fill the GPU
+// (latency), four (or kNormOddItems where that covers the row exactly) when they do (bandwidth).
 #pragma once
 
 #include <cstdint>
@@ -60,10 +60,29 @@ struct NormShape {
   bool fp8_output = false;     // out holds fp8 codes (RMSNorm)
   bool layer = false;          // LayerNorm (else RMSNorm)
   bool adds_residual = false;  // the fused add
+  // Every row's groups are whole and 16-byte aligned (N a multiple of the group, full-width
+  // accesses on every tensor): a row that a launch's threads x items cover exactly then takes the
+  // bounds-free kernel, the only one built for kNormOddItems.
+  bool whole_groups = false;
 };
 
-// Registers path: up to this many 16-byte groups per thread.
+// Registers path: up to this many 16-byte groups per thread (a power of two), or exactly
+// kNormOddItems where that covers the row with no idle slot (below).
 constexpr int kNormMaxItems = 4;
+// Registers path, batches that fill the GPU, rows of kNormOddItems x 2^k whole groups (N = 40 x
+// 2^k in 16-bit dtypes up to 10240, 20 x 2^k in fp32 up to 5120; among hidden sizes 2560, 5120
+// and 10240): that many groups per thread on 2^k threads,
+// where four per thread would take twice the threads with three slots in eight idle. Half the
+// threads per row is twice the rows in flight per SM for the same registers. The sum over a
+// thread's five slots is a tree padded with zeros to eight (reduce.cuh's tree_sum), the same
+// order as every power-of-two layout, so a row's bits do not depend on the batch.
+constexpr int kNormOddItems = 5;
+// The forms with a kNormOddItems kernel: not the fp8 outputs, and not LayerNorm with the add,
+// whose kernel spills there (ptxas: 20 bytes) and measured slower on an H100 ([16384, 5120]:
+// 238.8 us against 224.8 at four groups on 256 threads).
+constexpr bool odd_items_built(bool layer, bool adds_residual, bool fp8_output) {
+  return !fp8_output && !(layer && adds_residual);
+}
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
 constexpr int kNormStagedThreads = 512;
@@ -71,9 +90,15 @@ constexpr int kNormStagedThreads = 512;
 constexpr int kNormClusterThreads = 512;
 constexpr int kNormClusterMaxItems = 4;
 
+inline bool odd_items_built(const NormShape& shape) {
+  return odd_items_built(shape.layer, shape.adds_residual, shape.fp8_output);
+}
+
 NormConfig choose_norm_config(const NormShape& shape);
 
-// A registers-path config with `threads_per_row` x `items` groups (items a power of two), a
+// A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
+// kNormMaxItems, or kNormOddItems covering whole groups exactly: shape.whole_groups, and
+// odd_items_built), a
 // cluster-path config with blocks of `threads_per_row` threads x `items` groups (as many blocks
 // per row as cover it, a power of two), or the staged path with `threads_per_row` threads; used
 // by the heuristic, the benchmark's sweep and the tests.

@@ -53,6 +53,7 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.fp8_output = p.out_fp8;
   s.layer = p.kind == detail::NormKind::kLayer;
   s.adds_residual = p.add_residual;
+  s.whole_groups = widest_load(p) == group && p.cols % group == 0;
   const bool one_dtype = p.weight_dtype == p.x_dtype && p.source_dtype() == p.x_dtype;
   s.min_blocks_per_sm = norm_min_blocks_per_sm(
       p.add_residual, p.kind == detail::NormKind::kLayer,

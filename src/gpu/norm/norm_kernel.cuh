@@ -305,8 +305,10 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
   // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
-  // cluster paths). LayerNorm and the fused add do better left to the compiler (ptxas).
-  if constexpr (sizeof(TR) == 2 && !K::kLayer && !K::kAdd) {
+  // cluster paths); so does LayerNorm at more than four groups per thread (kNormOddItems: 24
+  // bytes spilled otherwise). LayerNorm at up to four and the fused add do better left to the
+  // compiler (ptxas).
+  if constexpr (sizeof(TR) == 2 && (!K::kLayer || kItems > 4) && !K::kAdd) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
 #pragma unroll

@@ -38,8 +38,9 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
   return a.cols == covered ? RowFit::kExact : RowFit::kWhole;
 }
 
-// The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2
-// and 4 (what the heuristic takes), the exact cluster kernel for its kMaxItems.
+// The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
+// 4 and kNormOddItems (what the heuristic takes; the last where odd_items_built), the exact
+// cluster kernel for its kMaxItems.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
@@ -57,6 +58,11 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
     if (fit == RowFit::kExact && cfg.items == 1) return norm_registers_kernel<K, RowFit::kExact, 1>;
     if (fit == RowFit::kExact && cfg.items == 2) return norm_registers_kernel<K, RowFit::kExact, 2>;
     if (fit == RowFit::kExact && cfg.items == 4) return norm_registers_kernel<K, RowFit::kExact, 4>;
+    if constexpr (odd_items_built(K::kLayer, K::kAdd, K::kFp8Out)) {
+      if (fit == RowFit::kExact && cfg.items == kNormOddItems) {
+        return norm_registers_kernel<K, RowFit::kExact, kNormOddItems>;
+      }
+    }
     if (fit != RowFit::kAny) return norm_registers_kernel<K, RowFit::kWhole>;
   }
   return norm_registers_kernel<K, RowFit::kAny>;
@@ -73,6 +79,13 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
   if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
   const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
+  if (cfg.path == Path::kRegisters && cfg.items > K::kMaxItems &&
+      (!odd_items_built(K::kLayer, K::kAdd, K::kFp8Out) || fit != RowFit::kExact)) {
+    return Status::runtime_error(
+        "norm: " + std::to_string(cfg.items) +
+        " groups per thread need rows that the launch covers exactly in whole, 16-byte aligned "
+        "groups, and a form built for them (no fp8 output, no LayerNorm with the add)");
+  }
   auto kernel = pick_norm_kernel<K>(fit, cfg);
   if (cluster_blocks > 8) {
     static std::atomic<bool> allowed[3][kMaxDevicesTracked];  // per RowFit: one kernel each
