@@ -7,7 +7,7 @@ caller waits). A baseline that did not run (an error, or skipped) shows "-".
     python3 bench/pybench_table.py bench/results/pybench-h100-2026-11-21.json [--all]
 
 Without --all, the shapes the README shows: for the norms, M in {1, 32, 256, 2048, 16384, 65536}
-at N = 4096 and M in {16384, 65536} at N = 8192; for the gated activations (and their fp8 forms),
+at N = 4096 and M in {16384, 65536} at N = 5120 and 8192; for the gated activations (and their fp8 forms),
 every M at N = 14336. A family none of whose rows is among those shows all of its rows.
 """
 import argparse
@@ -26,7 +26,7 @@ def shown(family: str, m: int, n: int) -> bool:
     """Whether the README's table shows this shape."""
     if family == "act_and_mul":
         return n == 14336
-    return n == 4096 or (n == 8192 and m >= 16384)
+    return n == 4096 or (n in (5120, 8192) and m >= 16384)
 
 
 def cell(result: dict | None, m: int) -> str:
