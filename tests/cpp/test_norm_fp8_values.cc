@@ -78,9 +78,9 @@ TEST_P(NormFp8Values, DtypesSizesAndBatches) {
   uint32_t seed = 1;
   for (NormFp8Case c : dtype_combinations()) {
     for (Fp8Format format : kFormats) {
-      // 64 and 4096: rows that the launch covers exactly (norm_launch.cuh's RowFit::kExact),
-      // with one, two and four groups per thread.
-      for (int64_t n : {1, 7, 64, 769, 4096, 5125, 14336}) {
+      // 64, 4096 and 5120: rows that the launch covers exactly (norm_launch.cuh's
+      // RowFit::kExact), with one, two, four and five groups per thread.
+      for (int64_t n : {1, 7, 64, 769, 4096, 5120, 5125, 14336}) {
         for (int64_t m : {0, 1, 3, 257}) {
           // Many rows of long rows only for the single-dtype combinations: the mixed ones share
           // every code path but the conversions, which short batches cover.

@@ -77,11 +77,11 @@ constexpr int kNormMaxItems = 4;
 // thread's five slots is a tree padded with zeros to eight (reduce.cuh's tree_sum), the same
 // order as every power-of-two layout, so a row's bits do not depend on the batch.
 constexpr int kNormOddItems = 5;
-// The forms with a kNormOddItems kernel: not the fp8 outputs, and not LayerNorm with the add,
-// whose kernel spills there (ptxas: 20 bytes) and measured slower on an H100 ([16384, 5120]:
-// 238.8 us against 224.8 at four groups on 256 threads).
-constexpr bool odd_items_built(bool layer, bool adds_residual, bool fp8_output) {
-  return !fp8_output && !(layer && adds_residual);
+// The forms with a kNormOddItems kernel: all but LayerNorm with the add, whose kernel spills
+// there (ptxas: 20 bytes) and measured slower on an H100 ([16384, 5120]: 238.8 us against 224.8
+// at four groups on 256 threads).
+constexpr bool odd_items_built(bool layer, bool adds_residual) {
+  return !(layer && adds_residual);
 }
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
@@ -91,7 +91,7 @@ constexpr int kNormClusterThreads = 512;
 constexpr int kNormClusterMaxItems = 4;
 
 inline bool odd_items_built(const NormShape& shape) {
-  return odd_items_built(shape.layer, shape.adds_residual, shape.fp8_output);
+  return odd_items_built(shape.layer, shape.adds_residual);
 }
 
 NormConfig choose_norm_config(const NormShape& shape);

@@ -58,7 +58,7 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
     if (fit == RowFit::kExact && cfg.items == 1) return norm_registers_kernel<K, RowFit::kExact, 1>;
     if (fit == RowFit::kExact && cfg.items == 2) return norm_registers_kernel<K, RowFit::kExact, 2>;
     if (fit == RowFit::kExact && cfg.items == 4) return norm_registers_kernel<K, RowFit::kExact, 4>;
-    if constexpr (odd_items_built(K::kLayer, K::kAdd, K::kFp8Out)) {
+    if constexpr (odd_items_built(K::kLayer, K::kAdd)) {
       if (fit == RowFit::kExact && cfg.items == kNormOddItems) {
         return norm_registers_kernel<K, RowFit::kExact, kNormOddItems>;
       }
@@ -80,11 +80,11 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
   const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
   if (cfg.path == Path::kRegisters && cfg.items > K::kMaxItems &&
-      (!odd_items_built(K::kLayer, K::kAdd, K::kFp8Out) || fit != RowFit::kExact)) {
+      (!odd_items_built(K::kLayer, K::kAdd) || fit != RowFit::kExact)) {
     return Status::runtime_error(
         "norm: " + std::to_string(cfg.items) +
         " groups per thread need rows that the launch covers exactly in whole, 16-byte aligned "
-        "groups, and a form built for them (no fp8 output, no LayerNorm with the add)");
+        "groups, and a form built for them (not LayerNorm with the add)");
   }
   auto kernel = pick_norm_kernel<K>(fit, cfg);
   if (cluster_blocks > 8) {
