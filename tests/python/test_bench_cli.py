@@ -199,6 +199,30 @@ def test_act_family_runs_on_cpu(tmp_path):
         assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_rounds_time_each_implementation_in_turn(tmp_path):
+    # --rounds 3: every implementation timed three times, its times the median round's.
+    proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--ops",
+                                  "rms_norm,silu_and_mul", "--M", "1,8", "--N", "64", "--impls",
+                                  "fusekit,eager", "--rounds", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    assert doc["env"]["options"]["rounds"] == 3
+    assert len(doc["rows"]) == 4
+    for row in doc["rows"]:
+        check_row(row, "cpu", impls=("fusekit", "eager"))
+        assert list(row["results"]) == ["fusekit", "eager"]
+        for result in row["results"].values():
+            rounds = result["rounds_us"]
+            assert len(rounds) == 3 and all(t > 0 for t in rounds)
+            assert result["time_us"] == sorted(rounds)[1]
+    # One round (the default) leaves no rounds_us.
+    proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--ops", "rms_norm",
+                                  "--M", "1", "--N", "64", "--impls", "fusekit,eager")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for result in json.loads(out_json.read_text())["rows"][0]["results"].values():
+        assert "rounds_us" not in result
+
+
 def test_act_compile_on_cpu(tmp_path):
     # torch.compile of the eager formulas, plain and fp8, through the same loop as the norms.
     proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--ops",
@@ -298,6 +322,7 @@ def test_seed_loading(tmp_path, monkeypatch):
     (("--ops", "no_such_op"), "no_such_op"),
     (("--family", "no_such_family"), "no_such_family"),
     (("--family", "norm", "--ops", "silu_and_mul"), "not in the families"),
+    (("--rounds", "0"), "--rounds"),
 ])
 def test_bad_arguments_exit_2(tmp_path, args, message):
     proc, out_json, _ = run_bench(tmp_path, *args)

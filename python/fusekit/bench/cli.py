@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import warnings
 
@@ -68,6 +69,10 @@ def parser() -> argparse.ArgumentParser:
                     help="directory holding seed_triton.py (default: $FUSEKIT_SEED_DIR)")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
                     help="auto: the GPU when torch sees one, else the CPU (host timings)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time each shape's implementations this many times in turn (A B C A B "
+                         "C ...) and report each one's median round; a cell's neighbours and "
+                         "its place in the run then weigh less (default 1)")
     ap.add_argument("--quick", action="store_true",
                     help=f"few shapes (M {QUICK['M']}, N {QUICK['N']} unless given) and few runs")
     ap.add_argument("--json", default="fusekit-bench.json", help="output JSON ('' for none)")
@@ -148,22 +153,32 @@ def _plan(args, ap) -> list:
     return plan
 
 
-def _run_impl(timer, spec, name, fn, args, want, small) -> dict:
+def _warm(spec, fn, args, want):
+    """A call of `fn` on `args` and how its output compares with eager's (`want`). Its first
+    call compiles, loads and warms up."""
     def call():
         return fn(*args)
 
-    try:
-        check = spec.compare(call(), want)  # also the first call: compiles, loads, warms up
-        result = timer.measure(call, small)
-        result["call_us"] = timer.call_us(call)
-        result.update(check)
-        if name == "fusekit":
-            result["backend"] = baselines.fusekit_backend(spec, args)
-        return result
-    except Exception as error:  # one implementation failing must not stop the others
-        if timer.device == "cuda":
-            torch.cuda.synchronize()
-        return {"error": timing.short_error(error)}
+    return call, spec.compare(call(), want)
+
+
+def _combine(rounds: list) -> dict:
+    """One result from the rounds of measure(): each time the median over the rounds, and with
+    more than one round, every round's time (rounds_us)."""
+    result = dict(rounds[0])
+    for key in ("cold_us", "graph_us", "time_us"):
+        values = [r[key] for r in rounds if key in r]
+        if len(values) == len(rounds):
+            result[key] = statistics.median(values)
+    if len(rounds) > 1:
+        result["rounds_us"] = [r["time_us"] for r in rounds]
+    return result
+
+
+def _failed(timer, error: BaseException) -> dict:
+    if timer.device == "cuda":
+        torch.cuda.synchronize()
+    return {"error": timing.short_error(error)}
 
 
 def run(args, ap) -> int:
@@ -173,6 +188,8 @@ def run(args, ap) -> int:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch sees no GPU")
+    if args.rounds < 1:
+        ap.error("--rounds: at least 1")
     dtype = DTYPES[args.dtype]
     dtype_name = str(dtype).replace("torch.", "")
     settings = timing.Settings.quick() if args.quick else timing.Settings()
@@ -196,7 +213,7 @@ def run(args, ap) -> int:
                     else:
                         plan.append((spec, m, n))
     steps = {spec.name: len(impls.for_op(spec)) for specs, _, _, _ in groups for spec in specs}
-    progress = Progress(1 + sum(steps[spec.name] for spec, _, _ in plan),
+    progress = Progress(1 + args.rounds * sum(steps[spec.name] for spec, _, _ in plan),
                         enabled=not args.no_progress)
     progress.start("copy bandwidth")
     copy_gbps = timer.copy_gbps(dtype)
@@ -213,19 +230,54 @@ def run(args, ap) -> int:
         except Exception as error:  # out of memory, most likely: each entry says so
             call_args = None
             why_not = f"making the inputs failed: {timing.short_error(error)}"
+        # Every implementation warmed up first, then timed in turn, round after round.
+        small = device == "cuda" and m <= SMALL_M
+        ready, checks, rounds = {}, {}, {}
         for name, fn in impls.for_op(spec).items():
-            label = f"{spec.name} {m}x{n} {name}"
-            progress.start(label)
             if isinstance(fn, baselines.NotRun):
                 row["results"][name] = fn.result()
             elif call_args is None:
                 row["results"][name] = {"error": why_not}
             else:
-                row["results"][name] = _run_impl(timer, spec, name, fn, call_args, want,
-                                                 device == "cuda" and m <= SMALL_M)
-                if name == "compile" and "error" in row["results"][name]:
-                    impls.failed(spec, name, row["results"][name]["error"])
-            progress.step(label)
+                progress.start(f"{spec.name} {m}x{n} {name}")
+                try:  # one implementation failing must not stop the others
+                    ready[name], checks[name] = _warm(spec, fn, call_args, want)
+                    rounds[name] = []
+                except Exception as error:
+                    row["results"][name] = _failed(timer, error)
+            if name not in ready:  # no rounds to time: its steps are done
+                for _ in range(args.rounds):
+                    progress.step(f"{spec.name} {m}x{n} {name}")
+        for round_index in range(args.rounds):
+            for name in list(ready):
+                label = f"{spec.name} {m}x{n} {name}"
+                if args.rounds > 1:
+                    label += f" (round {round_index + 1}/{args.rounds})"
+                progress.start(label)
+                try:
+                    rounds[name].append(timer.measure(ready[name], small))
+                except Exception as error:
+                    row["results"][name] = _failed(timer, error)
+                    del ready[name]
+                    for _ in range(args.rounds - round_index - 1):  # its later rounds
+                        progress.step(label)
+                progress.step(label)
+        for name, call in ready.items():
+            try:
+                result = _combine(rounds[name])
+                result["call_us"] = timer.call_us(call)
+                result.update(checks[name])
+                if name == "fusekit":
+                    result["backend"] = baselines.fusekit_backend(spec, call_args)
+                row["results"][name] = result
+            except Exception as error:
+                row["results"][name] = _failed(timer, error)
+        for name, result in row["results"].items():
+            if name == "compile" and "error" in result:
+                impls.failed(spec, name, result["error"])
+        # The table lists the implementations in the run's order.
+        row["results"] = {name: row["results"][name] for name in impls.for_op(spec)
+                          if name in row["results"]}
         report.derive(row, copy_gbps)
         rows.append(row)
         del call_args, want

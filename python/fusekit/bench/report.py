@@ -9,7 +9,9 @@ JSON schema (version 1):
         "results": {impl: result}}
        (act_and_mul rows: N is the output width, the input x is [M, 2N]; the *_quant_fp8 ops
        write e4m3fn codes and a float32 scale per row)
-  result: {"time_us", "method" ("graph" | "cold" | "host"), "cold_us"?, "graph_us"?, "call_us",
+  result: {"time_us", "method" ("graph" | "cold" | "host"), "cold_us"?, "graph_us"?,
+           "rounds_us"? (--rounds > 1: each round's time; the times above are their medians),
+           "call_us",
            "GBps", "pct_copy", "max_abs_diff_vs_eager" (fp8 ops: of the decoded values,
            codes * scale), "fp8_max_steps_vs_eager"?, "scale_max_rel_diff_vs_eager"?,
            "within_tolerance"? (fp8 ops: codes within one e4m3fn step of eager's, scales within
