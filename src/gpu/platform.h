@@ -397,9 +397,9 @@ FUSEKIT_DEVICE void opaque_register(uint32_t& v) {
 }
 
 // a * b, rounded on its own: never fused with an add that uses it into one fma. The compiler
-// otherwise decides per kernel whether to fuse (a product that a select feeds on is not fused, one
-// that goes straight into an add is), so sums of products would round differently in kernels that
-// must give the same bits (the norm kernels' variants, batch invariance).
+// otherwise decides per kernel whether to fuse (a product that goes through a select is not
+// fused, one that goes straight into an add is), so sums of products would round differently in
+// kernels that must give the same bits (the norm kernels' variants, batch invariance).
 FUSEKIT_DEVICE float mul_unfused(float a, float b) {
 #if FUSEKIT_PLATFORM_HIP
 #pragma clang fp contract(off)

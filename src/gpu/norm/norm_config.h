@@ -71,11 +71,11 @@ struct NormShape {
 constexpr int kNormMaxItems = 4;
 // Registers path, batches that fill the GPU, rows of kNormOddItems x 2^k whole groups (N = 40 x
 // 2^k in 16-bit dtypes up to 10240, 20 x 2^k in fp32 up to 5120; among hidden sizes 2560, 5120
-// and 10240): that many groups per thread on 2^k threads,
-// where four per thread would take twice the threads with three slots in eight idle. Half the
-// threads per row is twice the rows in flight per SM for the same registers. The sum over a
-// thread's five slots is a tree padded with zeros to eight (reduce.cuh's tree_sum), the same
-// order as every power-of-two layout, so a row's bits do not depend on the batch.
+// and 10240): that many groups per thread on 2^k threads, where four per thread would take twice
+// the threads with three slots in eight idle. Half the threads per row is twice the rows in
+// flight per SM for the same registers. The sum over a thread's five slots is a tree padded with
+// zeros to eight (reduce.cuh's tree_sum), the same order as every power-of-two layout, so a
+// row's bits do not depend on the batch.
 constexpr int kNormOddItems = 5;
 // The forms with a kNormOddItems kernel: all but LayerNorm with the add, whose kernel spills
 // there (ptxas: 20 bytes) and measured slower on an H100 ([16384, 5120]: 238.8 us against 224.8
@@ -97,11 +97,10 @@ inline bool odd_items_built(const NormShape& shape) {
 NormConfig choose_norm_config(const NormShape& shape);
 
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
-// kNormMaxItems, or kNormOddItems covering whole groups exactly: shape.whole_groups, and
-// odd_items_built), a
-// cluster-path config with blocks of `threads_per_row` threads x `items` groups (as many blocks
-// per row as cover it, a power of two), or the staged path with `threads_per_row` threads; used
-// by the heuristic, the benchmark's sweep and the tests.
+// kNormMaxItems, or kNormOddItems covering whole groups exactly where shape.whole_groups and
+// odd_items_built), a cluster-path config with blocks of `threads_per_row` threads x `items`
+// groups (as many blocks per row as cover it, a power of two), or the staged path with
+// `threads_per_row` threads; used by the heuristic, the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.
 bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads_per_row,
                       int items, NormConfig* config);
