@@ -30,6 +30,8 @@ TEST_P(NormFp8Invariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const auto [backend, op, scale] = GetParam();
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
     for (int64_t n : {769, 4096, 5120, 5125, 14336}) {
+      // N = 5120 exercises the GPU's five-groups-per-thread kernel; the CPU has no such path.
+      if (n == 5120 && backend != Backend::kGPU) continue;
       NormFp8Case batch;
       batch.op = op;
       batch.scale = scale;

@@ -44,6 +44,8 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const NormOp op = std::get<1>(GetParam());
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
     for (int64_t n : {769, 4096, 5120, 5125, 12288, 65536, 262144}) {
+      const bool gpu = backend == Backend::kGPU;
+      if (n == 5120 && !gpu) continue;  // the GPU's five-group kernel; the CPU has no such path
       NormCase batch;
       batch.op = op;
       batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
@@ -51,7 +53,6 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
       // and on the cluster path more rows than the GPU holds clusters (each cluster then
       // normalizes several rows in turn: 32 rows of 262144 against at most ~14 clusters of 16
       // blocks on an H100, 128 of 65536 against ~30-62 clusters of 4).
-      const bool gpu = backend == Backend::kGPU;
       batch.rows = n > 16384 ? (gpu ? std::max<int64_t>(3, (int64_t{1} << 23) / n) : 3)
                              : (gpu ? 1100 : 257);
       batch.cols = n;
