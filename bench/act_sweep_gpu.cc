@@ -22,9 +22,14 @@ Activation activation_of(const OpSpec& op) {
   return Activation::kSilu;
 }
 
-detail::ActProblem problem_of(const OpSpec& op, const OpArgs& a) {
+// The fp8 forms' problem has out as an e4m3fn [M, N] view of the out slot and the scales in the
+// spare slot (ops.cc's call_act).
+detail::ActProblem problem_of(const OpSpec& op, const OpArgs& a, bool quantize = false) {
   detail::ActProblem p;
   p.act = activation_of(op);
+  p.quantize = quantize;
+  p.format = Fp8Format::kE4M3FN;
+  p.scale = static_cast<float*>(a.t[kActSpare].data);
   p.rows = a.m;
   p.cols = a.n;
   p.dtype = a.dtype;
@@ -75,6 +80,49 @@ Status act_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
     v.call = [p, config](Stream stream) {
       gpu::ActLaunchOverrides o;
       o.elementwise = &config;
+      return gpu::run_act_gpu_with(p, stream, o);
+    };
+    variants->push_back(std::move(v));
+  }
+  return Status();
+}
+
+Status act_quant_describe(const OpSpec& op, const OpArgs& args, const GpuFacts&,
+                          std::string* text) {
+  gpu::ActShape shape;
+  const Status s = gpu::act_shape_of(problem_of(op, args, true), &shape);
+  if (!s.ok()) return s;
+  *text = gpu::choose_act_quant_config(shape).to_string();
+  return Status();
+}
+
+Status act_quant_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
+                       std::vector<SweepVariant>* variants) {
+  variants->clear();
+  const detail::ActProblem p = problem_of(op, args, true);
+  gpu::ActShape shape;
+  const Status s = gpu::act_shape_of(p, &shape);
+  if (!s.ok()) return s;
+  const gpu::ActQuantConfig heuristic = gpu::choose_act_quant_config(shape);
+  std::vector<gpu::ActQuantConfig> configs = {heuristic};
+  auto add = [&configs](const gpu::ActQuantConfig& c) {
+    for (const auto& have : configs) {
+      if (have.to_string() == c.to_string()) return;
+    }
+    configs.push_back(c);
+  };
+  for (int items : {1, 2, 4}) {
+    gpu::ActQuantConfig c;
+    if (gpu::make_act_quant_cluster_config(shape, items, &c)) add(c);
+  }
+  add(gpu::make_act_quant_block_config(shape));
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const gpu::ActQuantConfig config = configs[i];
+    SweepVariant v;
+    v.label = config.to_string() + (i == 0 ? " *" : "");
+    v.call = [p, config](Stream stream) {
+      gpu::ActLaunchOverrides o;
+      o.quant = &config;
       return gpu::run_act_gpu_with(p, stream, o);
     };
     variants->push_back(std::move(v));

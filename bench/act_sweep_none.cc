@@ -15,4 +15,14 @@ Status act_sweep(const OpSpec&, const OpArgs&, const GpuFacts&,
   return Status();
 }
 
+Status act_quant_describe(const OpSpec& op, const OpArgs& args, const GpuFacts& gpu,
+                          std::string* text) {
+  return act_describe(op, args, gpu, text);
+}
+
+Status act_quant_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& gpu,
+                       std::vector<SweepVariant>* variants) {
+  return act_sweep(op, args, gpu, variants);
+}
+
 }  // namespace fusekit::bench

@@ -151,13 +151,13 @@ FamilySpec act_family() {
   // The fp8 (e4m3fn) forms, run on the same shapes as their plain op.
   f.ops.push_back(OpSpec{"silu_and_mul_quant_fp8", "silu_and_mul", x | o | sp, x,
                          static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
-                         nullptr, nullptr});
+                         act_quant_describe, act_quant_sweep});
   f.ops.push_back(OpSpec{"gelu_tanh_and_mul_quant_fp8", "gelu_tanh_and_mul", x | o | sp, x,
                          static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
-                         nullptr, nullptr});
+                         act_quant_describe, act_quant_sweep});
   f.ops.push_back(OpSpec{"gelu_and_mul_quant_fp8", "gelu_and_mul", x | o | sp, x,
                          static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
-                         nullptr, nullptr});
+                         act_quant_describe, act_quant_sweep});
   return f;
 }
 

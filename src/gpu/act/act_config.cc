@@ -111,41 +111,37 @@ bool make_act_elementwise_config(const ActShape& shape, bool backward, int group
   return true;
 }
 
-ActQuantConfig choose_act_quant_config(const ActShape& shape) {
-  ActQuantConfig c;
-  const int64_t groups = row_groups(shape);
-  // Fewer rows than SMs: one block per row would leave most SMs idle and put a whole row's math
-  // on one, so split rows over a cluster when the row needs at least two blocks at the fewest
-  // items per thread that keep it within the portable cluster size.
+bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config) {
   const int cluster_limit = std::min(shape.max_cluster_blocks, kActQuantMaxClusterBlocks);
-  if (cluster_limit > 1 && shape.rows >= 1 && shape.rows < shape.sm_count) {
-    for (int items = 1; items <= 4; items *= 2) {
-      const int64_t blocks = ceil_div(groups, int64_t{kActQuantClusterThreads} * items);
-      if (blocks < 2) break;
-      if (blocks <= cluster_limit) {
-        c.block_threads = kActQuantClusterThreads;
-        c.items = items;
-        c.cluster_blocks = static_cast<int>(blocks);
-        c.grid = shape.rows * blocks;
-        return c;
-      }
-    }
-  }
-  // Four groups per thread, in just the warps the row needs, y staged in shared memory between
-  // the row's max and its write. The kernel does the activation math, a block-wide max, then the
-  // scaling and conversion; with one row per block it is the number of resident blocks that lets
-  // one block's math overlap another's loads, and the math keeps the issue slots busy. Measured
-  // on an H100 at N = 11008 and 14336 (bench/NOTES.md, "fp8 act_and_mul"): four groups in
-  // 352-448 threads with registers capped for three blocks per SM beat the same blocks at two per
-  // SM and two groups per thread in 704-896 threads; staging y in shared memory rather than
-  // registers let each thread keep two groups' loads in flight at that cap (+3-6 points); a
-  // resident wave of blocks looping over the rows lost 6-11 points to a block per row. The
-  // compact build takes rows of up to 448 threads (N = 14336 in 16-bit types), the longest
-  // measured; longer rows take the wide build, and rows past four groups per thread of a
-  // 1024-thread block, or past the block's shared memory, two passes.
+  if (items != 1 && items != 2 && items != 4) return false;
+  const int64_t blocks = ceil_div(row_groups(shape), int64_t{kActQuantClusterThreads} * items);
+  if (blocks < 2 || blocks > cluster_limit || shape.rows < 1) return false;
+  ActQuantConfig c;
+  c.block_threads = kActQuantClusterThreads;
+  c.items = items;
+  c.cluster_blocks = static_cast<int>(blocks);
+  c.grid = shape.rows * blocks;
+  *config = c;
+  return true;
+}
+
+// Four groups per thread, in just the warps the row needs, y staged in shared memory between
+// the row's max and its write. The kernel does the activation math, a block-wide max, then the
+// scaling and conversion; with one row per block it is the number of resident blocks that lets
+// one block's math overlap another's loads, and the math keeps the issue slots busy. Measured
+// on an H100 at N = 11008 and 14336 (bench/NOTES.md, "fp8 act_and_mul"): four groups in
+// 352-448 threads with registers capped for three blocks per SM beat the same blocks at two per
+// SM and two groups per thread in 704-896 threads; staging y in shared memory rather than
+// registers let each thread keep two groups' loads in flight at that cap (+3-6 points); a
+// resident wave of blocks looping over the rows lost 6-11 points to a block per row. The
+// compact build takes rows of up to 448 threads (N = 14336 in 16-bit types), the longest
+// measured; longer rows take the wide build, and rows past four groups per thread of a
+// 1024-thread block, or past the block's shared memory, two passes.
+ActQuantConfig make_act_quant_block_config(const ActShape& shape) {
+  ActQuantConfig c;
   const int64_t warp = shape.warp_size;
   const int64_t threads =
-      std::max<int64_t>(ceil_div(ceil_div(groups, kActQuantItems), warp) * warp, 64);
+      std::max<int64_t>(ceil_div(ceil_div(row_groups(shape), kActQuantItems), warp) * warp, 64);
   // y is staged in shared memory, 4 bytes per element of the block's groups.
   const int64_t staging = threads * kActQuantItems * shape.group_elems * 4;
   if (threads <= kActMaxBlockThreads && staging <= shape.max_smem_per_block) {
@@ -158,6 +154,19 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   }
   c.grid = std::max<int64_t>(1, std::min(shape.rows, kMaxGrid));
   return c;
+}
+
+ActQuantConfig choose_act_quant_config(const ActShape& shape) {
+  // Fewer rows than SMs: one block per row would leave most SMs idle and put a whole row's math
+  // on one, so split rows over a cluster when the row needs at least two blocks at the fewest
+  // items per thread that keep it within the portable cluster size.
+  if (shape.rows >= 1 && shape.rows < shape.sm_count) {
+    ActQuantConfig c;
+    for (int items = 1; items <= 4; items *= 2) {
+      if (make_act_quant_cluster_config(shape, items, &c)) return c;
+    }
+  }
+  return make_act_quant_block_config(shape);
 }
 
 }  // namespace fusekit::gpu

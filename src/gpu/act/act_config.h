@@ -106,5 +106,10 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
 bool make_act_elementwise_config(const ActShape& shape, bool backward, int group_elems,
                                  int block_threads, ActElementwiseConfig* config);
 ActQuantConfig choose_act_quant_config(const ActShape& shape);
+// The heuristic's two kinds of quantizing configuration, also for the benchmark's sweep: rows
+// split over a cluster at `items` groups per thread (false where that takes fewer than two
+// blocks, more than the cluster limit, or items is not 1, 2 or 4), and one block per row.
+bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config);
+ActQuantConfig make_act_quant_block_config(const ActShape& shape);
 
 }  // namespace fusekit::gpu

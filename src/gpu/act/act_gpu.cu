@@ -39,7 +39,7 @@ Status run(ActLaunch& l, Activation act, int device,
   if (e != kSuccess) return status_from("act_and_mul: querying the device", e);
   const ActShape shape = shape_of(l.args.rows, l.args.cols, l.dtype, info);
   if (l.kind == ActKernelKind::kQuantFp8) {
-    l.quant = choose_act_quant_config(shape);
+    l.quant = overrides.quant != nullptr ? *overrides.quant : choose_act_quant_config(shape);
     l.args.cluster_blocks = l.quant.cluster_blocks;
   } else {
     if (!act_elementwise_row_fits(shape)) {

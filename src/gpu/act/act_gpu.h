@@ -8,8 +8,9 @@
 namespace fusekit::gpu {
 
 struct ActLaunchOverrides {
-  // The forward op's (not the quantized form's) configuration; null: the heuristic's choice.
+  // The forward op's configuration, and the quantized form's; null: the heuristic's choice.
   const ActElementwiseConfig* elementwise = nullptr;
+  const ActQuantConfig* quant = nullptr;
 };
 
 Status run_act_gpu_with(const detail::ActProblem& p, Stream stream,
