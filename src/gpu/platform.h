@@ -543,22 +543,6 @@ FUSEKIT_DEVICE void mailbox_wait(ClusterMailbox* box, unsigned phase) {
 #endif
 }
 
-// Reads the float at `local` (an address in this block's shared memory) from the shared memory
-// of block `rank` of the cluster.
-FUSEKIT_DEVICE float cluster_read(const float* local, unsigned rank) {
-#if FUSEKIT_CLUSTER_DEVICE_CODE
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(local));
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-#else
-  (void)rank;
-  return *local;
-#endif
-}
-
 // float32 -> e4m3fn conversion by the hardware (CUDA sm_89+), two values per instruction:
 // round to nearest even, saturating to +-448 (infinities too), NaN -> 0x7F. That is the rule of
 // core/fp8.h's float_to_fp8<Fp8E4M3FN>, which stays the reference (and the only conversion on HIP,

@@ -415,9 +415,14 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
 
 // Dynamic per-row fp8 quantization with each row split over the a.cluster_blocks blocks of a
 // cluster: block r takes groups r * T * kItems + t + i * T (T threads, i < kItems) of the row and
-// keeps their y in registers; lane l of every warp reads block l's maximum from its shared memory
-// after a cluster barrier, and a warp max leaves the row's max in every thread. A last barrier
-// keeps each block's shared memory alive until the others have read it.
+// keeps their y in registers. Each block sends its maximum into every block's shared memory
+// (mailbox_send, platform.h: an asynchronous store counted on the receiver's mailbox), waits for
+// the cluster's maxima in its own mailbox, and a warp max over them leaves the row's max in every
+// thread. No cluster barrier follows the row: a block leaves once every peer's maximum has
+// arrived, so nothing is still being sent into its shared memory, and the barrier's release
+// would have waited for the block's output stores in flight. The one barrier, which makes every
+// block's mailbox ready before any peer sends, comes before the wait for the previous grid, where
+// a dependent launch overlaps it with that grid's end.
 template <class K, class Format, int kWarp, int kItems>
 __global__ void __launch_bounds__(kActQuantClusterThreads)
     act_quant_cluster_kernel(ActKernelArgs a) {
@@ -426,11 +431,18 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
   } else {
     using T = typename K::T;
     constexpr int G = K::kGroup;
+    static_assert(kActQuantMaxClusterBlocks <= kWarp, "a lane per block of the cluster");
     __shared__ float scratch[kActQuantClusterThreads / kWarp];
-    __shared__ float block_max;
+    __shared__ float block_max[kActQuantMaxClusterBlocks];  // [sender rank]
+    __shared__ ClusterMailbox mailbox;
     const int blocks = a.cluster_blocks;
     const unsigned rank = cluster_block_rank();
     const int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
+    if (threadIdx.x == 0) {
+      mailbox_init(&mailbox);
+      mailbox_publish_init();
+    }
+    cluster_barrier();
     wait_for_prior_grids();
     const int64_t n = a.cols;
     const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
@@ -441,10 +453,13 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     float y[kItems][G];
     float max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
     max_abs = block_reduce<kWarp, kActQuantClusterThreads / kWarp>(max_abs, scratch, NanMax{});
-    if (threadIdx.x == 0) block_max = max_abs;
-    cluster_barrier();
+    if (threadIdx.x == 0) mailbox_expect(&mailbox, blocks * unsigned{sizeof(float)});
+    if (threadIdx.x < static_cast<unsigned>(blocks)) {
+      mailbox_send(&block_max[rank], &mailbox, threadIdx.x, max_abs);
+    }
+    mailbox_wait(&mailbox, 0);
     const int lane = static_cast<int>(threadIdx.x) % kWarp;
-    max_abs = lane < blocks ? cluster_read(&block_max, static_cast<unsigned>(lane)) : 0.0f;
+    max_abs = lane < blocks ? block_max[lane] : 0.0f;
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2) {
       max_abs = NanMax{}(max_abs, shfl_xor<kWarp>(max_abs, offset));
@@ -459,7 +474,6 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     }
     if (rank == 0 && threadIdx.x == 0) a.scale[row] = scale;
     allow_dependent_grids();
-    cluster_barrier();
   }
 }
 
