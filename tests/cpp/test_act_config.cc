@@ -75,7 +75,7 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           ASSERT_LE(q.block_threads, kActMaxBlockThreads);
           ASSERT_EQ(q.block_threads % s.warp_size, 0);
           if (q.cluster_blocks > 1) {  // a row over a cluster's blocks, small batches only
-            ASSERT_LT(m, s.sm_count);
+            ASSERT_LT(2 * m, s.sm_count);
             ASSERT_LE(q.cluster_blocks, std::min(s.max_cluster_blocks, kActQuantMaxClusterBlocks));
             ASSERT_EQ(q.block_threads, kActQuantClusterThreads);
             ASSERT_TRUE(q.items == 1 || q.items == 2 || q.items == 4);
@@ -128,7 +128,9 @@ TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.cluster_blocks, 7) << q.to_string();
   EXPECT_EQ(q.items, 2);
-  s.rows = 132;  // a block per row fills the GPU
+  s.rows = 65;  // rows for fewer than half the SMs: still split
+  EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 7);
+  s.rows = 66;  // from half the SMs on, a block per row
   EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
   s.rows = 1;
   s.max_cluster_blocks = 1;  // no clusters (HIP, before sm_90)
