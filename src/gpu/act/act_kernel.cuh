@@ -409,20 +409,24 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
         if (threadIdx.x == 0) a.scale[row] = scale;
       }
     }
+    // The next grid launches after this one's writes: triggered at the start, it measured the
+    // same at M = 128 and up to 3 us slower at M = 256 (bench/NOTES.md, "fp8 act_and_mul v13").
     allow_dependent_grids();
   }
 }
 
 // Dynamic per-row fp8 quantization with each row split over the a.cluster_blocks blocks of a
 // cluster: block r takes groups r * T * kItems + t + i * T (T threads, i < kItems) of the row and
-// keeps their y in registers. Each block sends its maximum into every block's shared memory
-// (mailbox_send, platform.h: an asynchronous store counted on the receiver's mailbox), waits for
-// the cluster's maxima in its own mailbox, and a warp max over them leaves the row's max in every
-// thread. No cluster barrier follows the row: a block leaves once every peer's maximum has
-// arrived, so nothing is still being sent into its shared memory, and the barrier's release
-// would have waited for the block's output stores in flight. The one barrier, which makes every
-// block's mailbox ready before any peer sends, comes before the wait for the previous grid, where
-// a dependent launch overlaps it with that grid's end.
+// keeps their y in registers. Every warp sends its maximum into every block's shared memory
+// (mailbox_send, platform.h: an asynchronous store counted on the receiver's mailbox), with no
+// block reduction first; each block waits for the cluster's maxima in its own mailbox, and a warp
+// max over them leaves the row's max in every thread. No cluster barrier follows the row: a block
+// leaves once every peer's maxima have arrived, so nothing is still being sent into its shared
+// memory, and the barrier's release would have waited for the block's output stores in flight.
+// The one barrier, which makes every block's mailbox ready before any peer sends, comes before
+// the wait for the previous grid, and the next grid may launch as soon as this one has started:
+// in a stream of launches each one's barrier overlaps the end of the one before (bench/NOTES.md,
+// "fp8 act_and_mul v13": 2.7 -> 1.8 us at M = 1).
 template <class K, class Format, int kWarp, int kItems>
 __global__ void __launch_bounds__(kActQuantClusterThreads)
     act_quant_cluster_kernel(ActKernelArgs a) {
@@ -432,8 +436,8 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     using T = typename K::T;
     constexpr int G = K::kGroup;
     static_assert(kActQuantMaxClusterBlocks <= kWarp, "a lane per block of the cluster");
-    __shared__ float scratch[kActQuantClusterThreads / kWarp];
-    __shared__ float block_max[kActQuantMaxClusterBlocks];  // [sender rank]
+    constexpr int kWarps = kActQuantClusterThreads / kWarp;
+    __shared__ float warp_max[kActQuantMaxClusterBlocks * kWarps];  // [sender rank][sender warp]
     __shared__ ClusterMailbox mailbox;
     const int blocks = a.cluster_blocks;
     const unsigned rank = cluster_block_rank();
@@ -444,6 +448,7 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     }
     cluster_barrier();
     wait_for_prior_grids();
+    allow_dependent_grids();  // the next grid may launch now: its own wait still waits for ours
     const int64_t n = a.cols;
     const int64_t col_step = static_cast<int64_t>(blockDim.x) * G;
     const int64_t first_col =
@@ -452,14 +457,20 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
     float y[kItems][G];
     float max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
-    max_abs = block_reduce<kWarp, kActQuantClusterThreads / kWarp>(max_abs, scratch, NanMax{});
-    if (threadIdx.x == 0) mailbox_expect(&mailbox, blocks * unsigned{sizeof(float)});
-    if (threadIdx.x < static_cast<unsigned>(blocks)) {
-      mailbox_send(&block_max[rank], &mailbox, threadIdx.x, max_abs);
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      max_abs = NanMax{}(max_abs, shfl_xor<kWarp>(max_abs, offset));
+    }
+    const int warp = static_cast<int>(threadIdx.x) / kWarp;
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    if (threadIdx.x == 0) mailbox_expect(&mailbox, blocks * kWarps * unsigned{sizeof(float)});
+    if (lane < blocks) {
+      mailbox_send(&warp_max[rank * kWarps + warp], &mailbox, static_cast<unsigned>(lane),
+                   max_abs);
     }
     mailbox_wait(&mailbox, 0);
-    const int lane = static_cast<int>(threadIdx.x) % kWarp;
-    max_abs = lane < blocks ? block_max[lane] : 0.0f;
+    max_abs = 0.0f;
+    for (int s = lane; s < blocks * kWarps; s += kWarp) max_abs = NanMax{}(max_abs, warp_max[s]);
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2) {
       max_abs = NanMax{}(max_abs, shfl_xor<kWarp>(max_abs, offset));
@@ -473,7 +484,6 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
       if (col < n) quant_group_store<K, Format>(out, col, n, y[i], inverse);
     }
     if (rank == 0 && threadIdx.x == 0) a.scale[row] = scale;
-    allow_dependent_grids();
   }
 }
 
