@@ -6,6 +6,8 @@
 // differs from the library's own choice in one launch decision. The forward op only: the fp8 forms
 // report no configuration and are not swept.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "act/act_problem.h"
 #include "act_sweep.h"
@@ -45,6 +47,32 @@ detail::ActProblem problem_of(const OpSpec& op, const OpArgs& a, bool quantize =
   return p;
 }
 
+// Appends c to configs unless a configuration that prints the same is there already.
+template <class Config>
+void add_unique(std::vector<Config>* configs, const Config& c) {
+  for (const Config& have : *configs) {
+    if (have.to_string() == c.to_string()) return;
+  }
+  configs->push_back(c);
+}
+
+// One variant per configuration, the first marked as the heuristic's: the call launches p with
+// that configuration, which `place` puts into the launch overrides.
+template <class Config, class Place>
+void variants_of(const detail::ActProblem& p, const std::vector<Config>& configs, Place place,
+                 std::vector<SweepVariant>* variants) {
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    SweepVariant v;
+    v.label = configs[i].to_string() + (i == 0 ? " *" : "");
+    v.call = [p, config = configs[i], place](Stream stream) {
+      gpu::ActLaunchOverrides o;
+      place(&o, &config);
+      return gpu::run_act_gpu_with(p, stream, o);
+    };
+    variants->push_back(std::move(v));
+  }
+}
+
 }  // namespace
 
 Status act_describe(const OpSpec& op, const OpArgs& args, const GpuFacts&, std::string* text) {
@@ -62,28 +90,18 @@ Status act_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
   gpu::ActShape shape;
   const Status s = gpu::act_shape_of(p, &shape);
   if (!s.ok()) return s;
-  const gpu::ActElementwiseConfig heuristic = gpu::choose_act_elementwise_config(shape, false);
-  std::vector<gpu::ActElementwiseConfig> configs = {heuristic};
+  std::vector<gpu::ActElementwiseConfig> configs = {
+      gpu::choose_act_elementwise_config(shape, false)};
   for (int group : {shape.group_elems, shape.group_elems / 2}) {
     for (int block : {128, 256}) {
       gpu::ActElementwiseConfig c;
-      if (!gpu::make_act_elementwise_config(shape, false, group, block, &c)) continue;
-      bool seen = false;
-      for (const auto& have : configs) seen = seen || have.to_string() == c.to_string();
-      if (!seen) configs.push_back(c);
+      if (gpu::make_act_elementwise_config(shape, false, group, block, &c)) add_unique(&configs, c);
     }
   }
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    const gpu::ActElementwiseConfig config = configs[i];
-    SweepVariant v;
-    v.label = config.to_string() + (i == 0 ? " *" : "");
-    v.call = [p, config](Stream stream) {
-      gpu::ActLaunchOverrides o;
-      o.elementwise = &config;
-      return gpu::run_act_gpu_with(p, stream, o);
-    };
-    variants->push_back(std::move(v));
-  }
+  variants_of(
+      p, configs,
+      [](gpu::ActLaunchOverrides* o, const gpu::ActElementwiseConfig* c) { o->elementwise = c; },
+      variants);
   return Status();
 }
 
@@ -103,30 +121,15 @@ Status act_quant_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
   gpu::ActShape shape;
   const Status s = gpu::act_shape_of(p, &shape);
   if (!s.ok()) return s;
-  const gpu::ActQuantConfig heuristic = gpu::choose_act_quant_config(shape);
-  std::vector<gpu::ActQuantConfig> configs = {heuristic};
-  auto add = [&configs](const gpu::ActQuantConfig& c) {
-    for (const auto& have : configs) {
-      if (have.to_string() == c.to_string()) return;
-    }
-    configs.push_back(c);
-  };
+  std::vector<gpu::ActQuantConfig> configs = {gpu::choose_act_quant_config(shape)};
   for (int items : {1, 2, 4}) {
     gpu::ActQuantConfig c;
-    if (gpu::make_act_quant_cluster_config(shape, items, &c)) add(c);
+    if (gpu::make_act_quant_cluster_config(shape, items, &c)) add_unique(&configs, c);
   }
-  add(gpu::make_act_quant_block_config(shape));
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    const gpu::ActQuantConfig config = configs[i];
-    SweepVariant v;
-    v.label = config.to_string() + (i == 0 ? " *" : "");
-    v.call = [p, config](Stream stream) {
-      gpu::ActLaunchOverrides o;
-      o.quant = &config;
-      return gpu::run_act_gpu_with(p, stream, o);
-    };
-    variants->push_back(std::move(v));
-  }
+  add_unique(&configs, gpu::make_act_quant_block_config(shape));
+  variants_of(
+      p, configs, [](gpu::ActLaunchOverrides* o, const gpu::ActQuantConfig* c) { o->quant = c; },
+      variants);
   return Status();
 }
 
