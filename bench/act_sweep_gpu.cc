@@ -3,8 +3,8 @@
 // Like the norm sweep, this bypasses the public API on purpose: it builds the detail::ActProblem
 // that act_and_mul builds for the benchmark's tensors (gate and up the two halves of x's rows)
 // and launches it through gpu::run_act_gpu_with with an explicit configuration, so each variant
-// differs from the library's own choice in one launch decision. The forward op only: the fp8 forms
-// report no configuration and are not swept.
+// differs from the library's own choice in one launch decision: for the forward op the group width
+// and block size, for the fp8 forms the cluster split of a row or one block per row.
 #include <string>
 #include <utility>
 #include <vector>
