@@ -92,8 +92,10 @@ Status act_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
   if (!s.ok()) return s;
   std::vector<gpu::ActElementwiseConfig> configs = {
       gpu::choose_act_elementwise_config(shape, false)};
+  // Block sizes up to the kernels' launch bound: besides 128 and 256, the sizes between, whose
+  // block counts spread a small batch's threads more evenly over the SMs.
   for (int group : {shape.group_elems, shape.group_elems / 2}) {
-    for (int block : {128, 256}) {
+    for (int block : {64, 128, 160, 192, 224, gpu::kActElementwiseThreads}) {
       gpu::ActElementwiseConfig c;
       if (gpu::make_act_elementwise_config(shape, false, group, block, &c)) add_unique(&configs, c);
     }

@@ -101,6 +101,19 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       }
     }
   }
+  // The cluster path too, where the GPU has clusters and the row spans at least two blocks: at
+  // small batches it spreads a row's traffic over several SMs (its summation order is its own,
+  // which is why the heuristic takes it only by N).
+  if (!shape.fp8_output) {
+    for (int threads : {128, 256, 512}) {
+      for (int items : {1, 2, 4}) {
+        if (gpu::make_norm_config(shape, NormConfig::Path::kCluster, threads, items, &c) &&
+            c.cluster_blocks > 1) {
+          add(c);
+        }
+      }
+    }
+  }
   for (int threads : {256, 512})
     if (gpu::make_norm_config(shape, NormConfig::Path::kStaged, threads, 0, &c)) add(c);
 
