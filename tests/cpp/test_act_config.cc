@@ -170,8 +170,13 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
     EXPECT_EQ(e.group_elems, 4);         // 8-byte groups
     EXPECT_EQ(e.threads_per_row, 3584);  // one group per thread
     EXPECT_EQ(e.rows_per_pass, m);       // every row at once: nothing loops
-    EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
-    EXPECT_EQ(e.grid, 28 * m);  // the row over 28 blocks of 128 threads
+    if (m == 1) {  // one row: at most one two-warp block per SM, 56 of them
+      EXPECT_EQ(e.block_threads, kActTinyBatchThreads);
+      EXPECT_EQ(e.grid, 56);
+    } else {  // the row over 28 blocks of 128 threads
+      EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
+      EXPECT_EQ(e.grid, 28 * m);
+    }
     const ActElementwiseConfig b = choose_act_elementwise_config(s, true);
     EXPECT_EQ(b.unroll, 1);  // the backward pass: one 16-byte group per thread
     EXPECT_EQ(b.group_elems, 8);

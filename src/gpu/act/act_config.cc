@@ -75,7 +75,15 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
   // and 32: 0.05-0.2 us faster than 256-thread blocks, bench/NOTES.md). Narrow groups past one
   // block per SM are twice the threads of that batch in 16-byte groups, and take full blocks.
   const bool small_blocks = !fills_gpu && (!narrow || row_groups_total <= one_block_per_sm);
-  const int block = small_blocks ? kActSmallBatchThreads : kActElementwiseThreads;
+  // Narrow groups (a thread per half group: twice row_groups_total threads) that fit one block
+  // of kActTinyBatchThreads per SM take those: on an H100 at M = 1 (bench/NOTES.md, "Gated
+  // activations v14") 0.03-0.07 us less than 128-thread blocks for all three activations at
+  // N = 11008 and 14336; at M = 16, where they are several per SM, 0.1-0.3 us more.
+  const bool tiny_blocks =
+      narrow && 2 * row_groups_total <= int64_t{shape.sm_count} * kActTinyBatchThreads;
+  const int block = tiny_blocks    ? kActTinyBatchThreads
+                    : small_blocks ? kActSmallBatchThreads
+                                   : kActElementwiseThreads;
   ActElementwiseConfig c;
   make_act_elementwise_config(shape, backward, narrow ? shape.group_elems / 2 : shape.group_elems,
                               block, &c);

@@ -77,6 +77,9 @@ constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
 // hundreds of times what any GPU holds at once, so in practice every row has its own threads).
 constexpr int kActElementwiseThreads = 256;
 constexpr int kActSmallBatchThreads = 128;  // batches that do not fill the GPU
+// Narrow-group batches of at most one such block per SM (a decode step of one or two rows):
+// blocks of two warps spread them over the most SMs (act_config.cc).
+constexpr int kActTinyBatchThreads = 64;
 constexpr int kActNarrowGroupBytes = 8;      // decode-step forward groups, 16-bit types
 // Narrow groups while the batch in 16-byte groups would be at most this many small-batch blocks
 // per SM (act_config.cc).
