@@ -68,6 +68,8 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
             ASSERT_LT(e.active_threads, int64_t{1} << 31);  // the kernel's 32-bit slots
             ASSERT_EQ(e.grid, ceil_div(e.active_threads, e.block_threads));  // no idle block
             ASSERT_LE(e.grid, kMaxGridX);
+            // The next grid launches after the writes only from the forward op's smallest grids.
+            ASSERT_EQ(e.trigger_after_writes, !backward && 2 * e.grid <= s.sm_count);
           }
 
           const ActQuantConfig q = choose_act_quant_config(s);
@@ -173,6 +175,7 @@ TEST(ActConfig, SmallBatchTakesTheLatencyShape) {
     if (m == 1) {  // one row: at most one two-warp block per SM, 56 of them
       EXPECT_EQ(e.block_threads, kActTinyBatchThreads);
       EXPECT_EQ(e.grid, 56);
+      EXPECT_TRUE(e.trigger_after_writes);  // 56 blocks for 132 SMs
     } else {  // the row over 28 blocks of 128 threads
       EXPECT_EQ(e.block_threads, kActSmallBatchThreads);
       EXPECT_EQ(e.grid, 28 * m);
@@ -222,6 +225,9 @@ TEST(ActConfig, ExplicitConfigsForTheSweep) {
   EXPECT_FALSE(make_act_elementwise_config(s, false, 2, 128, &c));
   EXPECT_FALSE(make_act_elementwise_config(s, false, 8, 96 + 1, &c));
   EXPECT_FALSE(make_act_elementwise_config(s, false, 8, 2048, &c));
+  // Nor past the kernels' launch bound, which a larger block would fail to launch with.
+  EXPECT_TRUE(make_act_elementwise_config(s, false, 8, kActElementwiseThreads, &c));
+  EXPECT_FALSE(make_act_elementwise_config(s, false, 8, kActElementwiseThreads + 32, &c));
   s.group_elems = 4;  // float32
   EXPECT_FALSE(make_act_elementwise_config(s, false, 2, 128, &c));
   EXPECT_TRUE(make_act_elementwise_config(s, false, 4, 128, &c));

@@ -26,7 +26,7 @@ std::string ActElementwiseConfig::to_string() const {
   std::ostringstream s;
   s << "elementwise(block=" << block_threads << ",unroll=" << unroll << ",group=" << group_elems
     << ",threads_per_row=" << threads_per_row << ",rows_per_pass=" << rows_per_pass
-    << ",grid=" << grid << ")";
+    << ",grid=" << grid << (trigger_after_writes ? ",trigger=late" : "") << ")";
   return s.str();
 }
 
@@ -87,6 +87,12 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
   ActElementwiseConfig c;
   make_act_elementwise_config(shape, backward, narrow ? shape.group_elems / 2 : shape.group_elems,
                               block, &c);
+  // The forward op's grids of at most half as many blocks as SMs let the next grid launch after
+  // their writes. On an H100 (bench/NOTES.md, "Gated activations v15"), graph replay of M = 1
+  // (43-56 blocks) 1.16-1.20 -> 1.00-1.01 us for all three activations at N = 11008 and 14336;
+  // M = 2 (86-112 blocks) level or up to 0.04 us slower, M = 32 0.07-0.13 us slower, so the
+  // early trigger stays for the rest.
+  c.trigger_after_writes = !backward && 2 * c.grid <= shape.sm_count;
   return c;
 }
 
@@ -101,7 +107,8 @@ bool make_act_elementwise_config(const ActShape& shape, bool backward, int group
                  shape.group_elems != 8)) {
     return false;  // narrow groups: the forward op on 16-bit types, one group per thread
   }
-  if (block_threads < shape.warp_size || block_threads > kActMaxBlockThreads ||
+  // Up to the elementwise kernels' launch bound (act_kernel.cuh's __launch_bounds__).
+  if (block_threads < shape.warp_size || block_threads > kActElementwiseThreads ||
       block_threads % shape.warp_size != 0) {
     return false;
   }

@@ -29,6 +29,10 @@ struct ActElementwiseConfig {
   int64_t rows_per_pass = 1;
   int64_t active_threads = 1;  // rows_per_pass * threads_per_row, < 2^31
   int64_t grid = 1;            // ceil(active_threads / block_threads)
+  // Whether the kernel lets the next grid (programmatic dependent launch) begin launching only
+  // after its writes rather than at its start: for the forward op's grids of at most half as many
+  // blocks as SMs (a row or two of a decode step), where that measured faster (act_config.cc).
+  bool trigger_after_writes = false;
   std::string to_string() const;
 };
 

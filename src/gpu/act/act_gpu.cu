@@ -53,6 +53,7 @@ Status run(ActLaunch& l, Activation act, int device,
     l.args.row_of_slot = detail::FastDivider::of(l.args.threads_per_row);
     l.args.active_threads = static_cast<uint32_t>(l.elementwise.active_threads);
     l.args.rows_per_pass = l.elementwise.rows_per_pass;
+    l.args.trigger_after_writes = l.elementwise.trigger_after_writes ? 1 : 0;
   }
   l.warp_size = info.warp_size;
   l.device = device;

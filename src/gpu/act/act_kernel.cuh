@@ -106,6 +106,7 @@ struct ActKernelArgs {
   detail::FastDivider row_of_slot;  // slot / threads_per_row
   uint32_t active_threads;
   int64_t rows_per_pass;
+  int trigger_after_writes;  // ActElementwiseConfig::trigger_after_writes
 };
 
 // kGroupBytes: the bytes of each input a thread takes per group; 16, or 8 for the narrow groups
@@ -197,10 +198,11 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
     act_elementwise_kernel(ActKernelArgs a) {
   constexpr int G = K::kGroup;
   wait_for_prior_grids();
-  // The next grid may begin launching now: its own wait still waits for this grid to finish.
-  // Triggering here rather than after the row loop also lets a thread end inside its branch,
-  // which saves registers (bench/NOTES.md, "silu forward at six blocks per SM").
-  allow_dependent_grids();
+  // The next grid may begin launching now (its own wait still waits for this grid to finish),
+  // or, for the grids of a row or two that the configuration marks, after this thread's writes
+  // (act_config.h). Triggering here also lets a thread end inside its branch, which saves
+  // registers (bench/NOTES.md, "silu forward at six blocks per SM"). The flag is uniform.
+  if (!a.trigger_after_writes) allow_dependent_grids();
   // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
   const uint32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
   if (slot < a.active_threads) {
@@ -213,6 +215,7 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
       act_elementwise_row<K, kUnroll, kBackward>(a, row, first_col, col_step, in);
     }
   }
+  if (a.trigger_after_writes) allow_dependent_grids();
 }
 
 // y = act(gate) * up for one group of loaded inputs, with the fp8 forms' math (the quantizing
