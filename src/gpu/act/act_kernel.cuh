@@ -199,8 +199,8 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
   constexpr int G = K::kGroup;
   wait_for_prior_grids();
   // The next grid may begin launching now (its own wait still waits for this grid to finish),
-  // or, for the grids of a row or two that the configuration marks, after this thread's writes
-  // (act_config.h). Triggering here also lets a thread end inside its branch, which saves
+  // or, for the smallest grids (at most half as many blocks as SMs, which the configuration
+  // marks), after this thread's writes (act_config.h). Triggering here also lets a thread end inside its branch, which saves
   // registers (bench/NOTES.md, "silu forward at six blocks per SM"). The flag is uniform.
   if (!a.trigger_after_writes) allow_dependent_grids();
   // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
