@@ -199,54 +199,56 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
 // The cluster path's shapes (blocks per row x groups per thread) change the summation order, so
 // they need not agree bitwise; each must agree with the staged path (one block per row) to within
 // the rounding of the output: 2^-6 relative (a few ulps of bf16; the float32 sums of 32768 terms
-// differ far less).
+// differ far less). N = 32768 is covered exactly by each shape's blocks; N = 32765 is not whole
+// groups (the bounds-checked kernel).
 TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
-  for (const bool layer : {false, true}) {
-    for (const bool add : {false, true}) {
-      const DType dtype = DType::kBFloat16;
-      const int64_t m = 3, n = 32768 - 3;  // not whole groups: the bounds-checked variant too
-      LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n + layer + 2 * add));
-      detail::NormProblem& p = in.p;
-      gpu::NormShape shape;
-      ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
-      if (shape.max_cluster_blocks < 8) GTEST_SKIP() << "this GPU has no thread-block clusters";
-      auto run = [&](const gpu::NormConfig& config, RowBuffer* out, RowBuffer* r_out) {
-        p.out = out->data();
-        p.out_stride = n;
-        p.residual_out = r_out->data();
-        p.residual_out_stride = n;
-        gpu::NormLaunchOverrides overrides;
-        overrides.config = &config;
-        ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
-        ASSERT_TRUE(gpu_synchronize(0).ok());
-        out->download();
-        r_out->download();
-      };
-      gpu::NormConfig staged;
-      ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kStaged,
-                                        gpu::kNormStagedThreads, 0, &staged));
-      RowBuffer expected(Backend::kGPU, dtype, m, n), expected_r(Backend::kGPU, dtype, m, n);
-      run(staged, &expected, &expected_r);
-      for (int items : {1, 2, 4}) {  // 8, 4 and 2 blocks of 512 threads
-        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
-                     " items=" + std::to_string(items));
-        gpu::NormConfig config;
-        ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster,
-                                          gpu::kNormClusterThreads, items, &config));
-        RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
-        run(config, &out, &r_out);
-        int bad = 0;
-        for (int64_t row = 0; row < m; ++row) {
-          for (int64_t j = 0; j < n; ++j) {
-            const double want = expected.get(row, j), got = out.get(row, j);
-            if (!(std::fabs(got - want) <= 0x1p-6 * std::fabs(want) + 1e-6) && bad++ < 5) {
-              ADD_FAILURE() << "row " << row << " col " << j << ": " << got << " vs " << want;
-            }
-            if (add && r_out.raw(row, j) != expected_r.raw(row, j) && bad++ < 5) {
-              ADD_FAILURE() << "residual_out differs at row " << row << " col " << j;
-            }
+  // Each form at N = 32768 and 32765.
+  for (int form = 0; form < 8; ++form) {
+    const bool layer = (form & 1) != 0, add = (form & 2) != 0;
+    const int64_t n = (form & 4) != 0 ? 32768 - 3 : 32768;
+    const DType dtype = DType::kBFloat16;
+    const int64_t m = 3;
+    LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n + layer + 2 * add));
+    detail::NormProblem& p = in.p;
+    gpu::NormShape shape;
+    ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+    if (shape.max_cluster_blocks < 8) GTEST_SKIP() << "this GPU has no thread-block clusters";
+    auto run = [&](const gpu::NormConfig& config, RowBuffer* out, RowBuffer* r_out) {
+      p.out = out->data();
+      p.out_stride = n;
+      p.residual_out = r_out->data();
+      p.residual_out_stride = n;
+      gpu::NormLaunchOverrides overrides;
+      overrides.config = &config;
+      ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+      ASSERT_TRUE(gpu_synchronize(0).ok());
+      out->download();
+      r_out->download();
+    };
+    gpu::NormConfig staged;
+    ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kStaged,
+                                      gpu::kNormStagedThreads, 0, &staged));
+    RowBuffer expected(Backend::kGPU, dtype, m, n), expected_r(Backend::kGPU, dtype, m, n);
+    run(staged, &expected, &expected_r);
+    for (int items : {1, 2, 4}) {  // 8, 4 and 2 blocks of 512 threads
+      SCOPED_TRACE("N=" + std::to_string(n) + " layer=" + std::to_string(layer) +
+                   " add=" + std::to_string(add) + " items=" + std::to_string(items));
+      gpu::NormConfig config;
+      ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster,
+                                        gpu::kNormClusterThreads, items, &config));
+      RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+      run(config, &out, &r_out);
+      int bad = 0;
+      for (int64_t row = 0; row < m; ++row) {
+        for (int64_t j = 0; j < n; ++j) {
+          const double want = expected.get(row, j), got = out.get(row, j);
+          if (!(std::fabs(got - want) <= 0x1p-6 * std::fabs(want) + 1e-6) && bad++ < 5) {
+            ADD_FAILURE() << "row " << row << " col " << j << ": " << got << " vs " << want;
+          }
+          if (add && r_out.raw(row, j) != expected_r.raw(row, j) && bad++ < 5) {
+            ADD_FAILURE() << "residual_out differs at row " << row << " col " << j;
           }
         }
       }

@@ -29,13 +29,16 @@ namespace fusekit::gpu {
 
 // What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
 // launch's threads x items groups, whole groups where N is a multiple of the group and accesses
-// are full width, nothing otherwise.
+// are full width, nothing otherwise. The exact cluster kernel takes every one of its kMaxItems
+// slots as part of the row, so a cluster launch of fewer groups per thread is never exact.
 template <class K>
 RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
   if (K::kLoad != K::kGroup || a.cols % K::kGroup != 0) return RowFit::kAny;
   const int64_t covered =
       static_cast<int64_t>(cluster_blocks) * cfg.threads_per_row * cfg.items * K::kGroup;
-  return a.cols == covered ? RowFit::kExact : RowFit::kWhole;
+  const bool exact_kernel =
+      cfg.path != NormConfig::Path::kCluster || cfg.items == kNormClusterMaxItems;
+  return a.cols == covered && exact_kernel ? RowFit::kExact : RowFit::kWhole;
 }
 
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
