@@ -116,6 +116,15 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   }
   for (int threads : {256, 512})
     if (gpu::make_norm_config(shape, NormConfig::Path::kStaged, threads, 0, &c)) add(c);
+  // Each registers-path config with the other trigger placement too (the next grid's launch
+  // allowed at the kernel's start, or after its writes).
+  const std::size_t listed = configs.size();
+  for (std::size_t i = 0; i < listed; ++i) {
+    if (configs[i].path != NormConfig::Path::kRegisters) continue;
+    NormConfig twin = configs[i];
+    twin.trigger_after_writes = !twin.trigger_after_writes;
+    add(twin);
+  }
 
   variants->clear();
   for (std::size_t i = 0; i < configs.size(); ++i) {

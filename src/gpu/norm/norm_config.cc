@@ -35,6 +35,11 @@ constexpr int kLatencyThreadsPerRow = 256;
 // leave slots idle they lose: N = 5120 (640 groups) layer_norm 2.42 -> 2.68, the fused add 1.99
 // -> 2.24.
 constexpr int kLongChainLatencyThreadsPerRow = 512;
+// And for RMSNorm alone (no add, no fp8 output), whose chain per group is the shortest: four
+// groups per thread on 128 threads replayed rms_norm [32, 4096] in 1.35 us against 1.41 at 256 x
+// 2, [1, 4096] 1.27 against 1.29 (H100, NOTES.md "Norm v13"); at N = 2048 (two groups on 128
+// threads) [64, 2048] 1.29 against 1.32 at 256 x 1, [1, 2048] level.
+constexpr int kShortChainLatencyThreadsPerRow = 128;
 // Registers path: 16-byte groups per SM up to which a batch that fills the GPU is still a "mid"
 // batch (M = 256 at N = 4096 bf16, 512 at 2048), where two groups per thread beat four for the
 // fused add: on an H100 (NOTES.md, "Norm v10"), graph replay of fused_add_rms_norm [256, 2048]
@@ -48,7 +53,7 @@ std::string NormConfig::to_string() const {
   std::ostringstream s;
   if (path == Path::kRegisters) {
     s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
-      << ")";
+      << (trigger_after_writes ? ",trigger=late" : "") << ")";
   } else if (path == Path::kCluster) {
     s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
       << ",items=" << items << ")";
@@ -117,7 +122,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // bytes in flight per thread. Items stay powers of two.
     const bool long_chain = (shape.layer || shape.adds_residual) && !shape.fp8_output &&
                             groups % kLongChainLatencyThreadsPerRow == 0;
-    const int latency_threads = long_chain ? kLongChainLatencyThreadsPerRow : kLatencyThreadsPerRow;
+    const bool short_chain = !shape.layer && !shape.adds_residual && !shape.fp8_output;
+    const int latency_threads = long_chain    ? kLongChainLatencyThreadsPerRow
+                                : short_chain ? kShortChainLatencyThreadsPerRow
+                                              : kLatencyThreadsPerRow;
     int fewest = 1;
     while (fewest < max_items && static_cast<int64_t>(fewest) * latency_threads < groups) {
       fewest *= 2;
@@ -125,7 +133,13 @@ NormConfig choose_norm_config(const NormShape& shape) {
     int most = 1;
     while (most < max_items && most < groups) most *= 2;
     const int64_t batch_groups = shape.rows * groups;
-    const bool fills_gpu = batch_groups > static_cast<int64_t>(shape.sm_count) * kFullSmGroups;
+    // A grid of at most half as many rows as SMs is a decode step's: latency, not bytes in
+    // flight, sets its time, whatever its groups. The long chains keep their spread there:
+    // layer_norm [32, 8192] replayed in 2.56 us at 512 x 2 against 2.72 at 256 x 4,
+    // fused_add_layer_norm 3.00 against 3.29 (H100, NOTES.md "Norm v13").
+    const bool small_grid = 2 * shape.rows <= shape.sm_count;
+    const bool fills_gpu = batch_groups > static_cast<int64_t>(shape.sm_count) * kFullSmGroups &&
+                           !(long_chain && small_grid);
     int items = fills_gpu ? std::max(fewest, most) : fewest;
     // The fused add's kernels (one 512-thread block per SM: min_blocks_per_sm) at batches that
     // fill the GPU: two groups per thread where they cover the row in at most
@@ -164,6 +178,15 @@ NormConfig choose_norm_config(const NormShape& shape) {
       c.rows_per_block = 2;
       c.block_threads = 2 * c.threads_per_row;
     }
+    // The fused add's grids of a few blocks (at most one per 32 SMs: a decode step of one to a
+    // few rows) let the next grid launch after their writes, as the gated activations' smallest
+    // grids do. On an H100 (bench/NOTES.md, "Norm v13"), two sweeps at M = 1: fused_add_rms_norm
+    // N = 4096 1.54 / 1.56 us against 1.67 / 1.56, fused_add_layer_norm 2.08 / 2.09 against
+    // 2.19 / 2.10, never slower; at M = 32 within +-0.06 us either way, and without the add
+    // level. The fp8 forms were not measured and keep the early trigger.
+    c.trigger_after_writes =
+        shape.adds_residual && !shape.fp8_output &&
+        32 * ceil_div(std::max<int64_t>(shape.rows, 1), c.rows_per_block) <= shape.sm_count;
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large

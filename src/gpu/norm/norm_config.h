@@ -30,6 +30,10 @@ struct NormConfig {
   int block_threads = 32;    // threads_per_row * rows_per_block (staged: threads per row)
   int cluster_blocks = 1;    // cluster path: blocks sharing a row
   int64_t smem_groups = 0;   // staged path: groups of a row kept in shared memory
+  // Registers path: whether the kernel lets the next grid (programmatic dependent launch) begin
+  // launching only after its writes rather than at its start; set for grids of at most half as
+  // many blocks as SMs (norm_config.cc). No effect on the results.
+  bool trigger_after_writes = false;
 
   std::string to_string() const;
 };

@@ -123,6 +123,7 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   a.rows_per_block = cfg.rows_per_block;
   a.cluster_blocks = cfg.cluster_blocks;
   a.smem_groups = cfg.smem_groups;
+  a.trigger_after_writes = cfg.trigger_after_writes ? 1 : 0;
 
   const auto s = static_cast<StreamHandle>(stream);
   const int load = widest_load(p);

@@ -533,7 +533,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
                       (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
 
   wait_for_prior_grids();
-  allow_dependent_grids();
+  // The next grid may begin launching now, or after this thread's writes where the configuration
+  // says so (NormConfig::trigger_after_writes; uniform).
+  if (!a.trigger_after_writes) allow_dependent_grids();
 
   auto reduce = [&](float v, int k) {
     return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
@@ -544,6 +546,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   constexpr bool kSplitTails = kFit != RowFit::kAny;
   normalize_row_slice<K, kFit, kSplitTails, kItems>(a, row, row < a.rows, t, tpr, 0, a.items,
                                                     reduce, reduce_max, t == 0);
+  if (a.trigger_after_writes) allow_dependent_grids();
 }
 
 }  // namespace fusekit::gpu
