@@ -143,6 +143,29 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
   }
 }
 
+// LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at the same
+// mid batches as the fused add where 256 threads cover the row; longer rows and larger batches
+// keep four.
+TEST(NormConfig, LayerNormShapesAtMidBatches) {
+  struct Case {
+    int64_t cols, rows;
+    int threads_per_row, items;
+  };
+  for (const bool add : {false, true}) {
+    for (const Case& k : {Case{2048, 256, 128, 2}, Case{4096, 128, 256, 2},
+                          Case{4096, 256, 256, 2}, Case{4096, 264, 256, 2},
+                          Case{4096, 265, 128, 4}, Case{4096, 2048, 128, 4},
+                          Case{8192, 256, 256, 4}, Case{8192, 16384, 256, 4}}) {
+      SCOPED_TRACE("add=" + std::to_string(add));
+      NormShape s;
+      s.layer = true;
+      s.adds_residual = add;
+      s.min_blocks_per_sm = 2;
+      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
+    }
+  }
+}
+
 // LayerNorm and the fused add spread a few rows over up to 512 threads before a thread takes more
 // groups where that covers the row exactly (RMSNorm alone over 128, the fp8 forms and other
 // lengths over 256); large batches are unchanged.
@@ -200,75 +223,26 @@ TEST(NormConfig, ShortRowsShareBlocks) {
   EXPECT_GE(c.rows_per_block, 2);
 }
 
-// The fused add's registers-path grids of at most one block per 32 SMs let the next grid launch
-// after their writes; larger grids, the forms without the add, the fp8 forms and the other paths
-// at their start.
-TEST(NormConfig, SmallestGridsTriggerTheNextLaunchAfterTheirWrites) {
+// The heuristic leaves the next grid's launch at the kernel's start on every path (the late
+// trigger is a sweep dimension).
+TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   NormShape s;  // 132 SMs
-  s.cols = 4096;
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
-      for (const bool fp8 : {false, true}) {
-        if (fp8 && layer) continue;  // fp8 output: RMSNorm only
-        s.layer = layer;
-        s.adds_residual = add;
-        s.fp8_output = fp8;
-        s.min_blocks_per_sm = add && !layer ? 1 : 2;
-        for (int64_t rows : {0, 1, 4, 5, 32, 256, 16384}) {
+      s.layer = layer;
+      s.adds_residual = add;
+      s.min_blocks_per_sm = add && !layer ? 1 : 2;
+      for (int64_t cols : {2048, 4096, 262144}) {
+        for (int64_t rows : {1, 32, 256, 16384}) {
+          s.cols = cols;
           s.rows = rows;
-          const NormConfig c = choose_norm_config(s);
-          SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
-                       " fp8=" + std::to_string(fp8) + " m=" + std::to_string(rows) + " " +
-                       c.to_string());
-          ASSERT_EQ(c.path, NormConfig::Path::kRegisters);
-          const int64_t grid =
-              (std::max<int64_t>(rows, 1) + c.rows_per_block - 1) / c.rows_per_block;
-          EXPECT_EQ(c.trigger_after_writes, add && !fp8 && 32 * grid <= s.sm_count);
-          EXPECT_EQ(c.trigger_after_writes, add && !fp8 && rows <= 4);
+          s.max_cluster_blocks = 16;
+          s.max_smem_bytes = 227 * 1024;
+          EXPECT_FALSE(choose_norm_config(s).trigger_after_writes);
         }
       }
     }
   }
-  s = NormShape();
-  s.adds_residual = true;
-  s.max_cluster_blocks = 16;
-  s.max_smem_bytes = 227 * 1024;
-  s.cols = 262144;
-  s.rows = 1;
-  EXPECT_FALSE(choose_norm_config(s).trigger_after_writes);  // cluster path
-  s.max_cluster_blocks = 1;
-  EXPECT_FALSE(choose_norm_config(s).trigger_after_writes);  // staged path
-}
-
-// Decode-sized batches (at most half as many rows as SMs): RMSNorm alone spreads a row over at
-// most 128 threads before a thread takes more groups; LayerNorm and the fused add keep 512
-// threads where those cover the row, even where the batch's groups would count as filling the
-// GPU (N = 8192 at M = 32).
-TEST(NormConfig, DecodeBatchesSpreadRowsByTheirChain) {
-  NormShape s;  // 132 SMs, bf16
-  auto shape_of = [&](bool layer, bool add, int64_t rows, int64_t cols) {
-    s.layer = layer;
-    s.adds_residual = add;
-    s.min_blocks_per_sm = add && !layer ? 1 : 2;
-    s.rows = rows;
-    s.cols = cols;
-    const NormConfig c = choose_norm_config(s);
-    return std::to_string(c.threads_per_row) + "x" + std::to_string(c.items);
-  };
-  for (int64_t rows : {1, 32, 66}) {
-    SCOPED_TRACE("m=" + std::to_string(rows));
-    EXPECT_EQ(shape_of(false, false, rows, 2048), "128x2");
-    EXPECT_EQ(shape_of(false, false, rows, 4096), "128x4");
-    EXPECT_EQ(shape_of(false, false, rows, 8192), "256x4");
-    for (const bool add : {false, true}) {
-      EXPECT_EQ(shape_of(true, add, rows, 4096), "512x1");
-      EXPECT_EQ(shape_of(true, add, rows, 8192), "512x2");
-      EXPECT_EQ(shape_of(false, true, rows, 8192), "512x2");
-    }
-  }
-  // Batches that fill the GPU: the bandwidth shape.
-  EXPECT_EQ(shape_of(true, false, 16384, 8192), "256x4");
-  EXPECT_EQ(shape_of(false, false, 16384, 4096), "128x4");
 }
 
 TEST(NormConfig, LongRowsAreStaged) {

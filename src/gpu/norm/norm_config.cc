@@ -147,11 +147,15 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // bf16) at any; the latter measured level with four groups at M = 64-2048 and clear of the
     // loss below at M = 256 (4.07 against 7.01 us with PDL).
     // Not for fp8 outputs, whose dynamic form lost 10-25% at two groups per thread (NOTES.md, v9).
+    // LayerNorm (either form) takes the mid-batch rule too: layer_norm [128, 4096] replayed in
+    // 2.30 us at 256 x 2 against 2.92 at 128 x 4, [256, 4096] 2.79 against 2.96,
+    // fused_add_layer_norm 2.64 / 3.33 against 3.06 / 3.63 (H100, NOTES.md "Norm v13").
     const bool one_block_per_sm = shape.min_blocks_per_sm == 1 && !shape.fp8_output;
-    if (fills_gpu && one_block_per_sm && items > 2 &&
-        ((batch_groups <= static_cast<int64_t>(shape.sm_count) * kMidSmGroups &&
-          groups <= 2 * kLatencyThreadsPerRow) ||
-         groups == 2 * kMaxRegisterThreadsPerRow)) {
+    const bool mid_batch = batch_groups <= static_cast<int64_t>(shape.sm_count) * kMidSmGroups &&
+                           groups <= 2 * kLatencyThreadsPerRow;
+    if (fills_gpu && items > 2 &&
+        ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
+         (shape.layer && mid_batch))) {
       items = 2;
     }
     make_norm_config(shape, NormConfig::Path::kRegisters,
@@ -172,21 +176,17 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // programmatic dependent launch when the grid had between one and two blocks per SM
     // (fused_add_rms_norm [256, 5120] 4.86 us against 3.76 without PDL), and not at 64, 128 or 512
     // rows. Two rows per block keep the grid within one block per SM there: 3.53 us with PDL.
+    // The next call's early-launched blocks are the cause: with the trigger after the writes the
+    // same launch at [256, 8192] replayed in 4.03 us against 7.04 (NOTES.md "Norm v13").
     if (fills_gpu && one_block_per_sm && c.rows_per_block == 1 && c.threads_per_row == 256 &&
         c.items == 4 &&
         shape.rows > shape.sm_count && shape.rows <= 2 * static_cast<int64_t>(shape.sm_count)) {
       c.rows_per_block = 2;
       c.block_threads = 2 * c.threads_per_row;
     }
-    // The fused add's grids of a few blocks (at most one per 32 SMs: a decode step of one to a
-    // few rows) let the next grid launch after their writes, as the gated activations' smallest
-    // grids do. On an H100 (bench/NOTES.md, "Norm v13"), two sweeps at M = 1: fused_add_rms_norm
-    // N = 4096 1.54 / 1.56 us against 1.67 / 1.56, fused_add_layer_norm 2.08 / 2.09 against
-    // 2.19 / 2.10, never slower; at M = 32 within +-0.06 us either way, and without the add
-    // level. The fp8 forms were not measured and keep the early trigger.
-    c.trigger_after_writes =
-        shape.adds_residual && !shape.fp8_output &&
-        32 * ceil_div(std::max<int64_t>(shape.rows, 1), c.rows_per_block) <= shape.sm_count;
+    // The trigger stays at the kernel's start: the late one (trigger_after_writes) measured
+    // level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at M = 32-256,
+    // with no rule that held across runs (bench/NOTES.md, "Norm v13").
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large

@@ -31,8 +31,8 @@ struct NormConfig {
   int cluster_blocks = 1;    // cluster path: blocks sharing a row
   int64_t smem_groups = 0;   // staged path: groups of a row kept in shared memory
   // Registers path: whether the kernel lets the next grid (programmatic dependent launch) begin
-  // launching only after its writes rather than at its start; set for grids of at most half as
-  // many blocks as SMs (norm_config.cc). No effect on the results.
+  // launching only after its writes rather than at its start. A launch-shape choice for the sweep
+  // and launch overrides; the heuristic leaves it false (norm_config.cc). No effect on results.
   bool trigger_after_writes = false;
 
   std::string to_string() const;
