@@ -470,12 +470,19 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const int n = static_cast<int>(a.cols);
 
   // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
-  // adding, which is exactly what gets normalized), weight in TW. RMSNorm issues the weight's
-  // loads beside the row's so that their latencies overlap; LayerNorm's come later (affine).
-  constexpr bool kEarlyWeight = !K::kLayer;
+  // adding, which is exactly what gets normalized), weight (and bias) in TW. RMSNorm issues the
+  // weight's loads beside the row's so that their latencies overlap; so does LayerNorm where its
+  // weight and bias take at most 16 registers per thread (one or two groups per thread: the
+  // decode and mid-batch shapes, whose time is latency). Else LayerNorm loads them after its two
+  // reductions (affine), keeping the registers for occupancy (bf16 x with fp32 affine at two
+  // groups spills otherwise).
+  constexpr bool kEarlyWeight =
+      !K::kLayer || kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4;
+  const TW* bias = K::kLayer ? static_cast<const TW*>(a.bias) : nullptr;
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
   Packed<TW, G> w[kItems];
+  [[maybe_unused]] Packed<TW, G> b[K::kLayer && kEarlyWeight ? kItems : 1];
   const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
   const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
   const TW* weight = static_cast<const TW*>(a.weight);
@@ -486,6 +493,9 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const float weight_offset = has_weight ? a.weight_offset : 0.0f;
   auto weight_item = [&](int col) {
     return has_weight ? load_item<K, kFit>(weight, col, n) : filled_group<TW, G>(1.0f);
+  };
+  auto bias_item = [&](int col) {
+    return bias != nullptr ? load_item<K, kFit>(bias, col, n) : filled_group<TW, G>(0.0f);
   };
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
@@ -498,18 +508,26 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       x[i] = filled_group<TX, G>(0.0f);
       h[i] = filled_group<TR, G>(0.0f);
     }
-    if (kEarlyWeight && in_row) w[i] = weight_item(col);
+    if constexpr (kEarlyWeight) {
+      if (in_row) {
+        w[i] = weight_item(col);
+        if constexpr (K::kLayer) b[i] = bias_item(col);
+      }
+    }
   }
-  const TW* bias = K::kLayer ? static_cast<const TW*>(a.bias) : nullptr;
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
-    // LayerNorm loads its weight and bias only now (from cache: every row reads them), keeping
-    // registers for occupancy: its row stays in registers across two reductions.
-    if (!kEarlyWeight) w[i] = weight_item(col);
+    // Late (LayerNorm at four groups): from cache, as every row reads them, with registers kept
+    // for occupancy while the row stays in registers across two reductions.
+    if constexpr (!kEarlyWeight) w[i] = weight_item(col);
     to_floats(w[i], wv);
 #pragma unroll
     for (int e = 0; e < G; ++e) wv[e] += weight_offset;
     if constexpr (K::kLayer) {
-      to_floats(bias != nullptr ? load_item<K, kFit>(bias, col, n) : filled_group<TW, G>(0.0f), bv);
+      if constexpr (kEarlyWeight) {
+        to_floats(b[i], bv);
+      } else {
+        to_floats(bias_item(col), bv);
+      }
     } else {
 #pragma unroll
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
