@@ -166,9 +166,10 @@ TEST(NormConfig, LayerNormShapesAtMidBatches) {
   }
 }
 
-// LayerNorm and the fused add spread a few rows over up to 512 threads before a thread takes more
-// groups where that covers the row exactly (RMSNorm alone over 128, the fp8 forms and other
-// lengths over 256); large batches are unchanged.
+// The fused add (RMSNorm; LayerNorm's where its two-group rule below does not apply) spreads a
+// few rows over up to 512 threads before a thread takes more groups where that covers the row
+// exactly (RMSNorm alone over 128, the fp8 forms and other lengths over 256); large batches are
+// unchanged.
 TEST(NormConfig, LongerChainsSpreadFewRowsWider) {
   struct Case {
     int64_t cols, rows;
@@ -179,6 +180,8 @@ TEST(NormConfig, LongerChainsSpreadFewRowsWider) {
       for (const Case& k : {Case{4096, 1, 512, 1}, Case{8192, 1, 512, 2},
                             Case{2048, 32, 256, 1}, Case{16384, 1, 512, 4},
                             Case{4096, 65536, 128, 4}}) {
+        // LayerNorm at N = 2048 and 4096 and small batches: LayerNormPairsAtSmallBatches.
+        if (layer && k.rows < 64 && (k.cols == 2048 || k.cols == 4096)) continue;
         NormShape s;
         s.cols = k.cols;
         s.rows = k.rows;
@@ -208,6 +211,34 @@ TEST(NormConfig, LongerChainsSpreadFewRowsWider) {
           EXPECT_EQ(fp8.threads_per_row, 256);
           EXPECT_EQ(fp8.items, 2);
         }
+      }
+    }
+  }
+}
+
+// LayerNorm, with or without the add, takes two groups per thread at small batches where 128 to
+// 512 threads cover the row exactly that way (its weight and bias then load beside the row);
+// other lengths, and its fp8-free peers, keep the rules above.
+TEST(NormConfig, LayerNormPairsAtSmallBatches) {
+  struct Case {
+    int64_t cols, rows;
+    int threads_per_row, items;
+  };
+  for (const bool add : {false, true}) {
+    for (const Case& k : {Case{2048, 1, 128, 2}, Case{2048, 32, 128, 2}, Case{4096, 1, 256, 2},
+                          Case{4096, 32, 256, 2}, Case{4096, 64, 256, 2}, Case{8192, 1, 512, 2},
+                          Case{8192, 64, 512, 2}, Case{1024, 1, 128, 1}, Case{16384, 1, 512, 4},
+                          Case{5120, 1, 256, 4}, Case{4104, 1, 256, 4}}) {
+      SCOPED_TRACE("add=" + std::to_string(add));
+      NormShape s;
+      s.layer = true;
+      s.adds_residual = add;
+      s.min_blocks_per_sm = 2;
+      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
+      // RMSNorm keeps its own spread: 128 threads alone, 512 with the add (N = 4096).
+      if (k.cols == 4096 && k.rows == 1) {
+        s.layer = false;
+        expect_registers_shape(s, k.cols, k.rows, add ? 512 : 128, add ? 1 : 4);
       }
     }
   }

@@ -40,6 +40,14 @@ constexpr int kLongChainLatencyThreadsPerRow = 512;
 // 2, [1, 4096] 1.27 against 1.29 (H100, NOTES.md "Norm v13"); at N = 2048 (two groups on 128
 // threads) [64, 2048] 1.29 against 1.32 at 256 x 1, [1, 2048] level.
 constexpr int kShortChainLatencyThreadsPerRow = 128;
+// LayerNorm (either form, not its fp8 forms), whose weight and bias are loaded beside the row at
+// up to two groups per thread (norm_kernel.cuh): two groups per thread where they cover the row
+// exactly in this many threads or more (up to kMaxRegisterThreadsPerRow). Measured on an H100
+// (NOTES.md "Norm v14", graph replay) against the shapes above: layer_norm [1, 4096] 1.64 us at
+// 256 x 2 against 1.80 at 512 x 1, [32, 4096] 1.77 against 1.95, [1, 2048] 1.42 at 128 x 2
+// against 1.50 at 256 x 1, [32, 2048] 1.51 against 1.59; fused_add_layer_norm [1, 4096] 1.95
+// against 2.02, [32, 4096] 2.11 against 2.16, N = 2048 level.
+constexpr int kLayerPairsMinThreadsPerRow = 128;
 // Registers path: 16-byte groups per SM up to which a batch that fills the GPU is still a "mid"
 // batch (M = 256 at N = 4096 bf16, 512 at 2048), where two groups per thread beat four for the
 // fused add: on an H100 (NOTES.md, "Norm v10"), graph replay of fused_add_rms_norm [256, 2048]
@@ -123,7 +131,13 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const bool long_chain = (shape.layer || shape.adds_residual) && !shape.fp8_output &&
                             groups % kLongChainLatencyThreadsPerRow == 0;
     const bool short_chain = !shape.layer && !shape.adds_residual && !shape.fp8_output;
-    const int latency_threads = long_chain    ? kLongChainLatencyThreadsPerRow
+    const int64_t pair_threads = groups / 2;
+    const bool layer_pairs = shape.layer && !shape.fp8_output && groups % 2 == 0 &&
+                             next_pow2(pair_threads) == pair_threads &&
+                             pair_threads >= kLayerPairsMinThreadsPerRow &&
+                             pair_threads <= kMaxRegisterThreadsPerRow;
+    const int latency_threads = layer_pairs   ? static_cast<int>(pair_threads)
+                                : long_chain  ? kLongChainLatencyThreadsPerRow
                                 : short_chain ? kShortChainLatencyThreadsPerRow
                                               : kLatencyThreadsPerRow;
     int fewest = 1;
@@ -134,12 +148,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
     while (most < max_items && most < groups) most *= 2;
     const int64_t batch_groups = shape.rows * groups;
     // A grid of at most half as many rows as SMs is a decode step's: latency, not bytes in
-    // flight, sets its time, whatever its groups. The long chains keep their spread there:
-    // layer_norm [32, 8192] replayed in 2.56 us at 512 x 2 against 2.72 at 256 x 4,
-    // fused_add_layer_norm 3.00 against 3.29 (H100, NOTES.md "Norm v13").
+    // flight, sets its time, whatever its groups. The long chains (and LayerNorm's pairs) keep
+    // their spread there: layer_norm [32, 8192] replayed in 2.56 us at 512 x 2 against 2.72 at
+    // 256 x 4, fused_add_layer_norm 3.00 against 3.29 (H100, NOTES.md "Norm v13").
     const bool small_grid = 2 * shape.rows <= shape.sm_count;
     const bool fills_gpu = batch_groups > static_cast<int64_t>(shape.sm_count) * kFullSmGroups &&
-                           !(long_chain && small_grid);
+                           !((long_chain || layer_pairs) && small_grid);
     int items = fills_gpu ? std::max(fewest, most) : fewest;
     // The fused add's kernels (one 512-thread block per SM: min_blocks_per_sm) at batches that
     // fill the GPU: two groups per thread where they cover the row in at most
