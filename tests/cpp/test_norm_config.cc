@@ -143,9 +143,9 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
   }
 }
 
-// LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at the same
-// mid batches as the fused add where 256 threads cover the row; longer rows and larger batches
-// keep four.
+// LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at mid
+// batches (up to twice the fused add's bound: 528 rows of N = 4096 on 132 SMs) where 256 threads
+// cover the row; longer rows and larger batches keep four.
 TEST(NormConfig, LayerNormShapesAtMidBatches) {
   struct Case {
     int64_t cols, rows;
@@ -153,8 +153,9 @@ TEST(NormConfig, LayerNormShapesAtMidBatches) {
   };
   for (const bool add : {false, true}) {
     for (const Case& k : {Case{2048, 256, 128, 2}, Case{4096, 128, 256, 2},
-                          Case{4096, 256, 256, 2}, Case{4096, 264, 256, 2},
-                          Case{4096, 265, 128, 4}, Case{4096, 2048, 128, 4},
+                          Case{4096, 256, 256, 2}, Case{4096, 528, 256, 2},
+                          Case{4096, 529, 128, 4}, Case{4096, 2048, 128, 4},
+                          Case{2048, 1056, 128, 2}, Case{2048, 1057, 64, 4},
                           Case{8192, 256, 256, 4}, Case{8192, 16384, 256, 4}}) {
       SCOPED_TRACE("add=" + std::to_string(add));
       NormShape s;

@@ -54,6 +54,11 @@ constexpr int kLayerPairsMinThreadsPerRow = 128;
 // 1.95 against 2.14 us, [256, 4096] 2.67 against 2.91, [128, 4096] 2.11 against 2.26, and level
 // (+-1%) at M = 512 and 1024; rms_norm level either way.
 constexpr int64_t kMidSmGroups = 1024;
+// LayerNorm's bound (either form), twice the fused add's: cold-L2 times on an H100 (NOTES.md
+// "Norm v14") of layer_norm [512, 4096] 7.56 us at 256 x 2 against 8.04 at 128 x 4, [1024, 2048]
+// 7.74 at 128 x 2 against 8.06 at 64 x 4 (fused_add_layer_norm 9.82 / 9.52 against 10.09 /
+// 9.88); one step further, [1024, 4096] and [2048, 2048], four groups per thread win or tie.
+constexpr int64_t kLayerMidSmGroups = 2 * kMidSmGroups;
 
 }  // namespace
 
@@ -161,15 +166,18 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // bf16) at any; the latter measured level with four groups at M = 64-2048 and clear of the
     // loss below at M = 256 (4.07 against 7.01 us with PDL).
     // Not for fp8 outputs, whose dynamic form lost 10-25% at two groups per thread (NOTES.md, v9).
-    // LayerNorm (either form) takes the mid-batch rule too: layer_norm [128, 4096] replayed in
-    // 2.30 us at 256 x 2 against 2.92 at 128 x 4, [256, 4096] 2.79 against 2.96,
-    // fused_add_layer_norm 2.64 / 3.33 against 3.06 / 3.63 (H100, NOTES.md "Norm v13").
+    // LayerNorm (either form) takes the mid-batch rule too, up to its own bound: layer_norm
+    // [128, 4096] replayed in 2.30 us at 256 x 2 against 2.92 at 128 x 4, [256, 4096] 2.79
+    // against 2.96, fused_add_layer_norm 2.64 / 3.33 against 3.06 / 3.63 (H100, NOTES.md
+    // "Norm v13").
     const bool one_block_per_sm = shape.min_blocks_per_sm == 1 && !shape.fp8_output;
-    const bool mid_batch = batch_groups <= static_cast<int64_t>(shape.sm_count) * kMidSmGroups &&
-                           groups <= 2 * kLatencyThreadsPerRow;
+    const bool pairs_cover_row = groups <= 2 * kLatencyThreadsPerRow;
+    const int64_t sm_count = shape.sm_count;
+    const bool mid_batch = batch_groups <= sm_count * kMidSmGroups && pairs_cover_row;
+    const bool layer_mid_batch = batch_groups <= sm_count * kLayerMidSmGroups && pairs_cover_row;
     if (fills_gpu && items > 2 &&
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
-         (shape.layer && mid_batch))) {
+         (shape.layer && layer_mid_batch))) {
       items = 2;
     }
     make_norm_config(shape, NormConfig::Path::kRegisters,
