@@ -245,6 +245,36 @@ TEST(NormConfig, LayerNormPairsAtSmallBatches) {
   }
 }
 
+// The fused add's four-group rows in 512-thread blocks (N = 16384 bf16) load their weight at the
+// output where the rows outnumber the SMs, and trigger the next launch after their writes up to
+// twice as many rows as SMs; nothing else does either.
+TEST(NormConfig, FusedAddWideRowsLoadTheirWeightAtTheOutput) {
+  NormShape s;  // 132 SMs, bf16
+  s.adds_residual = true;
+  s.min_blocks_per_sm = 1;
+  s.whole_groups = true;
+  for (const int64_t rows : {1, 32, 132, 133, 256, 264, 265, 2048, 65536}) {
+    const NormConfig c = expect_registers_shape(s, 16384, rows, 512, 4);
+    EXPECT_EQ(c.weight_at_output, rows > 132) << rows;
+    // One to two such blocks per SM: the next grid launches after this one's writes.
+    EXPECT_EQ(c.trigger_after_writes, rows > 132 && rows <= 264) << rows;
+  }
+  auto flag = [&](auto change) {
+    NormShape t = s;
+    t.cols = 16384;
+    t.rows = 2048;
+    change(t);
+    return choose_norm_config(t).weight_at_output;
+  };
+  EXPECT_TRUE(flag([](NormShape&) {}));
+  EXPECT_FALSE(flag([](NormShape& t) { t.cols = 4096; }));      // 128 threads x 4
+  EXPECT_FALSE(flag([](NormShape& t) { t.cols = 16376; }));     // not covered exactly
+  EXPECT_FALSE(flag([](NormShape& t) { t.whole_groups = false; }));
+  EXPECT_FALSE(flag([](NormShape& t) { t.fp8_output = true; }));
+  EXPECT_FALSE(flag([](NormShape& t) { t.layer = true; t.min_blocks_per_sm = 2; }));
+  EXPECT_FALSE(flag([](NormShape& t) { t.adds_residual = false; t.min_blocks_per_sm = 2; }));
+}
+
 TEST(NormConfig, ShortRowsShareBlocks) {
   NormShape s;
   s.cols = 64;  // 8 groups of bf16
@@ -255,8 +285,8 @@ TEST(NormConfig, ShortRowsShareBlocks) {
   EXPECT_GE(c.rows_per_block, 2);
 }
 
-// The heuristic leaves the next grid's launch at the kernel's start on every path (the late
-// trigger is a sweep dimension).
+// The heuristic leaves the next grid's launch at the kernel's start on every path, except with
+// the fused add's weight at the output (FusedAddWideRowsLoadTheirWeightAtTheOutput).
 TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   NormShape s;  // 132 SMs
   for (const bool layer : {false, true}) {

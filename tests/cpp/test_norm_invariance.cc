@@ -133,14 +133,15 @@ struct LaunchShapeInputs {
 
 // The registers path sums in one order for every power-of-two number of groups per thread, and
 // for kNormOddItems where those cover the row exactly, which is what lets the GPU choose that
-// number from the batch size: each launch shape must give the same bits.
+// number from the batch size: each launch shape must give the same bits, as must the choices
+// that only move loads or the next launch (NormConfig::weight_at_output, trigger_after_writes).
 TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n : {7, 769, 4096, 5120, 5125, 8192}) {
+        for (int64_t n : {7, 769, 4096, 5120, 5125, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
@@ -166,28 +167,39 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               if (!made) continue;
             }
             ASSERT_TRUE(made);
-            RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
-            p.out = out.data();
-            p.out_stride = n;
-            p.residual_out = r_out.data();
-            p.residual_out_stride = n;
-            gpu::NormLaunchOverrides overrides;
-            overrides.config = &config;
-            ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
-            ASSERT_TRUE(gpu_synchronize(0).ok());
-            out.download();
-            r_out.download();
-            std::vector<uint64_t> bits;
-            for (int64_t row = 0; row < m; ++row) {
-              for (int64_t j = 0; j < n; ++j) {
-                bits.push_back(out.raw(row, j));
-                if (add) bits.push_back(r_out.raw(row, j));
-              }
+            // The config as made, with the trigger after the writes, and (the fused add's
+            // four-group rows) with the weight loaded at the output.
+            std::vector<gpu::NormConfig> variants = {config, config};
+            variants[1].trigger_after_writes = true;
+            if (add && !layer && items == 4) {
+              variants.push_back(config);
+              variants.back().weight_at_output = true;
             }
-            if (reference.empty()) {
-              reference = bits;
-            } else {
-              EXPECT_EQ(bits, reference);
+            for (const gpu::NormConfig& variant : variants) {
+              SCOPED_TRACE(variant.to_string());
+              RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+              p.out = out.data();
+              p.out_stride = n;
+              p.residual_out = r_out.data();
+              p.residual_out_stride = n;
+              gpu::NormLaunchOverrides overrides;
+              overrides.config = &variant;
+              ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+              ASSERT_TRUE(gpu_synchronize(0).ok());
+              out.download();
+              r_out.download();
+              std::vector<uint64_t> bits;
+              for (int64_t row = 0; row < m; ++row) {
+                for (int64_t j = 0; j < n; ++j) {
+                  bits.push_back(out.raw(row, j));
+                  if (add) bits.push_back(r_out.raw(row, j));
+                }
+              }
+              if (reference.empty()) {
+                reference = bits;
+              } else {
+                EXPECT_EQ(bits, reference);
+              }
             }
           }
         }

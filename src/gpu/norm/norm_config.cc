@@ -66,7 +66,8 @@ std::string NormConfig::to_string() const {
   std::ostringstream s;
   if (path == Path::kRegisters) {
     s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
-      << (trigger_after_writes ? ",trigger=late" : "") << ")";
+      << (trigger_after_writes ? ",trigger=late" : "") << (weight_at_output ? ",weight=late" : "")
+      << ")";
   } else if (path == Path::kCluster) {
     s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
       << ",items=" << items << ")";
@@ -206,7 +207,22 @@ NormConfig choose_norm_config(const NormShape& shape) {
       c.rows_per_block = 2;
       c.block_threads = 2 * c.threads_per_row;
     }
-    // The trigger stays at the kernel's start: the late one (trigger_after_writes) measured
+    // The fused add's four-group rows in 512-thread blocks (N = 16384 bf16) at more rows than
+    // SMs: the weight loaded at the output, for two blocks per SM (NormConfig). Where that makes
+    // a grid of one to two blocks per SM, the next call's blocks launched early would take the
+    // second slots (the v9 anomaly again: in place, [200, 16384] replayed in 10.34 us against
+    // 7.68 with the weight beside the row), so there the trigger moves after the writes too.
+    // Measured on an H100 (NOTES.md "Norm v14"), graph replay: fused_add_rms_norm [133, 16384]
+    // 6.87 -> 5.48 us, [200, 16384] 7.68 -> 6.18, [256, 16384] 8.27 -> 7.47; cold L2:
+    // [512, 16384] 24.3 -> 22.5, [2048, 16384] 92.2 -> 90.7; [300, 16384] 17.0 -> 17.5 (the one
+    // loss seen).
+    c.weight_at_output = fills_gpu && one_block_per_sm && shape.adds_residual && !shape.layer &&
+                         c.path == NormConfig::Path::kRegisters && c.items == kNormMaxItems &&
+                         c.block_threads == kNormMaxThreads &&
+                         c.threads_per_row * c.items == groups && shape.whole_groups &&
+                         shape.rows > shape.sm_count;
+    c.trigger_after_writes = c.weight_at_output && shape.rows <= 2 * sm_count;
+    // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes) measured
     // level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at M = 32-256,
     // with no rule that held across runs (bench/NOTES.md, "Norm v13").
     return c;

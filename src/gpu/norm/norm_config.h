@@ -31,9 +31,16 @@ struct NormConfig {
   int cluster_blocks = 1;    // cluster path: blocks sharing a row
   int64_t smem_groups = 0;   // staged path: groups of a row kept in shared memory
   // Registers path: whether the kernel lets the next grid (programmatic dependent launch) begin
-  // launching only after its writes rather than at its start. A launch-shape choice for the sweep
-  // and launch overrides; the heuristic leaves it false (norm_config.cc). No effect on results.
+  // launching only after its writes rather than at its start. The heuristic sets it only with
+  // weight_at_output at one to two blocks per SM (norm_config.cc). No effect on results.
   bool trigger_after_writes = false;
+  // Registers path, the fused add (RMSNorm, not fp8) at four groups per thread in 512-thread
+  // blocks covering the row exactly: load the weight at the output (from L1, as every row reads
+  // it) instead of beside the row, which leaves that kernel 64 registers per thread (80 with the
+  // weight held), two such blocks per SM instead of one. The heuristic sets it where the rows
+  // outnumber the SMs (norm_config.cc); one-row-per-SM batches keep the early weight for latency.
+  // No effect on results.
+  bool weight_at_output = false;
 
   std::string to_string() const;
 };

@@ -459,7 +459,8 @@ FUSEKIT_DEVICE void affine_values(const Packed<typename K::TW, K::kGroup>& w,
 // loads its slices with load_row_item and weight_group instead; written out here, the loads keep
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
-template <class K, RowFit kFit, bool kSplitTails, int kItems, class Reduce, class ReduceMax>
+template <class K, RowFit kFit, bool kSplitTails, int kItems, bool kWeightAtOutput, class Reduce,
+          class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, bool writes_stats) {
@@ -471,13 +472,14 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 
   // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
   // adding, which is exactly what gets normalized), weight (and bias) in TW. RMSNorm issues the
-  // weight's loads beside the row's so that their latencies overlap; so does LayerNorm where its
-  // weight and bias take at most 16 registers per thread (one or two groups per thread: the
-  // decode and mid-batch shapes, whose time is latency). Else LayerNorm loads them after its two
-  // reductions (affine), keeping the registers for occupancy (bf16 x with fp32 affine at two
-  // groups spills otherwise).
+  // weight's loads beside the row's so that their latencies overlap, unless kWeightAtOutput
+  // (NormConfig::weight_at_output: registers for occupancy); so does LayerNorm where its weight
+  // and bias take at most 16 registers per thread (one or two groups per thread: the decode and
+  // mid-batch shapes, whose time is latency). Else LayerNorm loads them after its two reductions
+  // (affine), keeping the registers for occupancy (bf16 x with fp32 affine at two groups spills
+  // otherwise).
   constexpr bool kEarlyWeight =
-      !K::kLayer || kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4;
+      K::kLayer ? kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4 : !kWeightAtOutput;
   const TW* bias = K::kLayer ? static_cast<const TW*>(a.bias) : nullptr;
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
@@ -540,7 +542,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 // The registers path: each row is loaded straight into registers by threads_per_row threads
 // (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
 // can hold; with RowFit::kExact exactly that many (a.items == kItems), else up to it.
-template <class K, RowFit kFit, int kItems = K::kMaxItems>
+// kWeightAtOutput: NormConfig::weight_at_output (RMSNorm only).
+template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
@@ -562,8 +565,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
   // The bounds-free kernels take the weight_after_cast branch once (finish_row).
   constexpr bool kSplitTails = kFit != RowFit::kAny;
-  normalize_row_slice<K, kFit, kSplitTails, kItems>(a, row, row < a.rows, t, tpr, 0, a.items,
-                                                    reduce, reduce_max, t == 0);
+  normalize_row_slice<K, kFit, kSplitTails, kItems, kWeightAtOutput>(
+      a, row, row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, t == 0);
   if (a.trigger_after_writes) allow_dependent_grids();
 }
 

@@ -42,8 +42,9 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
 }
 
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
-// 4 and kNormOddItems (what the heuristic takes; the last where odd_items_built), the exact
-// cluster kernel for its kMaxItems.
+// 4 and kNormOddItems (what the heuristic takes; the last where odd_items_built), and the fused
+// add's four-group one also with its weight at the output (NormConfig::weight_at_output; other
+// kernels ignore the flag); the exact cluster kernel for its kMaxItems.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
@@ -60,7 +61,13 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
   if constexpr (kFull) {
     if (fit == RowFit::kExact && cfg.items == 1) return norm_registers_kernel<K, RowFit::kExact, 1>;
     if (fit == RowFit::kExact && cfg.items == 2) return norm_registers_kernel<K, RowFit::kExact, 2>;
-    if (fit == RowFit::kExact && cfg.items == 4) return norm_registers_kernel<K, RowFit::kExact, 4>;
+    if (fit == RowFit::kExact && cfg.items == 4) {
+      // The weight at the output: built for the fused add (not fp8), the one form it is for.
+      if constexpr (K::kAdd && !K::kLayer && !K::kFp8Out) {
+        if (cfg.weight_at_output) return norm_registers_kernel<K, RowFit::kExact, 4, true>;
+      }
+      return norm_registers_kernel<K, RowFit::kExact, 4>;
+    }
     if constexpr (odd_items_built(K::kLayer, K::kAdd)) {
       if (fit == RowFit::kExact && cfg.items == kNormOddItems) {
         return norm_registers_kernel<K, RowFit::kExact, kNormOddItems>;
