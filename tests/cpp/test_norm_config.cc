@@ -4,6 +4,7 @@
 #include "gpu/norm/norm_config.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "gtest/gtest.h"
 
@@ -146,17 +147,16 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
 // LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at mid
 // batches (up to twice the fused add's bound: 528 rows of N = 4096 on 132 SMs) where 256 threads
 // cover the row; longer rows and larger batches keep four.
-TEST(NormConfig, LayerNormShapesAtMidBatches) {
-  struct Case {
-    int64_t cols, rows;
-    int threads_per_row, items;
-  };
+// A registers-path shape the heuristic should pick: N, M -> threads per row x groups per thread.
+struct RegistersCase {
+  int64_t cols, rows;
+  int threads_per_row, items;
+};
+
+// Each case for LayerNorm with and without the add (bf16, two blocks per SM).
+void expect_layer_norm_shapes(std::initializer_list<RegistersCase> cases) {
   for (const bool add : {false, true}) {
-    for (const Case& k : {Case{2048, 256, 128, 2}, Case{4096, 128, 256, 2},
-                          Case{4096, 256, 256, 2}, Case{4096, 528, 256, 2},
-                          Case{4096, 529, 128, 4}, Case{4096, 2048, 128, 4},
-                          Case{2048, 1056, 128, 2}, Case{2048, 1057, 64, 4},
-                          Case{8192, 256, 256, 4}, Case{8192, 16384, 256, 4}}) {
+    for (const RegistersCase& k : cases) {
       SCOPED_TRACE("add=" + std::to_string(add));
       NormShape s;
       s.layer = true;
@@ -165,6 +165,13 @@ TEST(NormConfig, LayerNormShapesAtMidBatches) {
       expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
     }
   }
+}
+
+TEST(NormConfig, LayerNormShapesAtMidBatches) {
+  expect_layer_norm_shapes({{2048, 256, 128, 2}, {4096, 128, 256, 2}, {4096, 256, 256, 2},
+                            {4096, 528, 256, 2}, {4096, 529, 128, 4}, {4096, 2048, 128, 4},
+                            {2048, 1056, 128, 2}, {2048, 1057, 64, 4}, {8192, 256, 256, 4},
+                            {8192, 16384, 256, 4}});
 }
 
 // The fused add (RMSNorm; LayerNorm's where its two-group rule below does not apply) spreads a
@@ -221,28 +228,16 @@ TEST(NormConfig, LongerChainsSpreadFewRowsWider) {
 // 512 threads cover the row exactly that way (its weight and bias then load beside the row);
 // other lengths, and its fp8-free peers, keep the rules above.
 TEST(NormConfig, LayerNormPairsAtSmallBatches) {
-  struct Case {
-    int64_t cols, rows;
-    int threads_per_row, items;
-  };
-  for (const bool add : {false, true}) {
-    for (const Case& k : {Case{2048, 1, 128, 2}, Case{2048, 32, 128, 2}, Case{4096, 1, 256, 2},
-                          Case{4096, 32, 256, 2}, Case{4096, 64, 256, 2}, Case{8192, 1, 512, 2},
-                          Case{8192, 64, 512, 2}, Case{1024, 1, 128, 1}, Case{16384, 1, 512, 4},
-                          Case{5120, 1, 256, 4}, Case{4104, 1, 256, 4}}) {
-      SCOPED_TRACE("add=" + std::to_string(add));
-      NormShape s;
-      s.layer = true;
-      s.adds_residual = add;
-      s.min_blocks_per_sm = 2;
-      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
-      // RMSNorm keeps its own spread: 128 threads alone, 512 with the add (N = 4096).
-      if (k.cols == 4096 && k.rows == 1) {
-        s.layer = false;
-        expect_registers_shape(s, k.cols, k.rows, add ? 512 : 128, add ? 1 : 4);
-      }
-    }
-  }
+  expect_layer_norm_shapes({{2048, 1, 128, 2}, {2048, 32, 128, 2}, {4096, 1, 256, 2},
+                            {4096, 32, 256, 2}, {4096, 64, 256, 2}, {8192, 1, 512, 2},
+                            {8192, 64, 512, 2}, {1024, 1, 128, 1}, {16384, 1, 512, 4},
+                            {5120, 1, 256, 4}, {4104, 1, 256, 4}});
+  // RMSNorm keeps its own spread at N = 4096: 128 threads alone, 512 with the add.
+  NormShape rms;
+  expect_registers_shape(rms, 4096, 1, 128, 4);
+  rms.adds_residual = true;
+  rms.min_blocks_per_sm = 1;
+  expect_registers_shape(rms, 4096, 1, 512, 1);
 }
 
 // The fused add's four-group rows in 512-thread blocks (N = 16384 bf16) load their weight at the
