@@ -266,6 +266,7 @@ TEST(NormConfig, FusedAddWideRowsLoadTheirWeightAtTheOutput) {
   EXPECT_FALSE(flag([](NormShape& t) { t.cols = 16376; }));     // not covered exactly
   EXPECT_FALSE(flag([](NormShape& t) { t.whole_groups = false; }));
   EXPECT_FALSE(flag([](NormShape& t) { t.fp8_output = true; }));
+  EXPECT_FALSE(flag([](NormShape& t) { t.group_elems = 4; t.cols = 8192; }));  // fp32 x
   EXPECT_FALSE(flag([](NormShape& t) { t.layer = true; t.min_blocks_per_sm = 2; }));
   EXPECT_FALSE(flag([](NormShape& t) { t.adds_residual = false; t.min_blocks_per_sm = 2; }));
 }

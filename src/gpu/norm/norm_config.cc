@@ -216,7 +216,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // 6.87 -> 5.48 us, [200, 16384] 7.68 -> 6.18, [256, 16384] 8.27 -> 7.47; cold L2:
     // [512, 16384] 24.3 -> 22.5, [2048, 16384] 92.2 -> 90.7; [300, 16384] 17.0 -> 17.5 (the one
     // loss seen).
-    c.weight_at_output = fills_gpu && one_block_per_sm && shape.adds_residual && !shape.layer &&
+    // 16-bit x only: there the held weight takes the kernel to 80-104 registers (one block per
+    // SM) and the late one to 62-64; fp32 x's kernel holds two blocks either way (64 / 46).
+    c.weight_at_output = shape.group_elems == 8 && fills_gpu && one_block_per_sm &&
+                         shape.adds_residual && !shape.layer &&
                          c.path == NormConfig::Path::kRegisters && c.items == kNormMaxItems &&
                          c.block_threads == kNormMaxThreads &&
                          c.threads_per_row * c.items == groups && shape.whole_groups &&

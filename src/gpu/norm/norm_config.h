@@ -37,8 +37,9 @@ struct NormConfig {
   // Registers path, the fused add (RMSNorm, not fp8) at four groups per thread in 512-thread
   // blocks covering the row exactly: load the weight at the output (from L1, as every row reads
   // it) instead of beside the row, which leaves that kernel 64 registers per thread (80 with the
-  // weight held), two such blocks per SM instead of one. The heuristic sets it where the rows
-  // outnumber the SMs (norm_config.cc); one-row-per-SM batches keep the early weight for latency.
+  // weight held), two such blocks per SM instead of one. The heuristic sets it for 16-bit x where
+  // the rows outnumber the SMs (norm_config.cc); one-row-per-SM batches keep the early weight for
+  // latency.
   // No effect on results.
   bool weight_at_output = false;
 
