@@ -225,9 +225,9 @@ NormConfig choose_norm_config(const NormShape& shape) {
                          c.threads_per_row * c.items == groups && shape.whole_groups &&
                          shape.rows > shape.sm_count;
     c.trigger_after_writes = c.weight_at_output && shape.rows <= 2 * sm_count;
-    // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes) measured
-    // level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at M = 32-256,
-    // with no rule that held across runs (bench/NOTES.md, "Norm v13").
+    // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes)
+    // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
+    // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large
