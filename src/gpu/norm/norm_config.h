@@ -39,8 +39,7 @@ struct NormConfig {
   // it) instead of beside the row, which leaves that kernel 64 registers per thread (80 with the
   // weight held), two such blocks per SM instead of one. The heuristic sets it for 16-bit x where
   // the rows outnumber the SMs (norm_config.cc); one-row-per-SM batches keep the early weight for
-  // latency.
-  // No effect on results.
+  // latency. No effect on results.
   bool weight_at_output = false;
 
   std::string to_string() const;

@@ -518,8 +518,9 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     }
   }
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
-    // Late (LayerNorm at four groups): from cache, as every row reads them, with registers kept
-    // for occupancy while the row stays in registers across two reductions.
+    // Late (LayerNorm at four groups, the fused add with kWeightAtOutput): from cache, as every
+    // row reads them, with registers kept for occupancy while the row stays in registers across
+    // its reductions.
     if constexpr (!kEarlyWeight) w[i] = weight_item(col);
     to_floats(w[i], wv);
 #pragma unroll
