@@ -127,6 +127,7 @@ class CudaTimer(HostTimer):
         self.flush_buffer = torch.zeros(self.flush_bytes // 4, dtype=torch.int32, device="cuda")
         self.events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                        for _ in range(settings.max_runs)]
+        self.graph_stream = torch.cuda.Stream()  # graph_us's warm-up and capture stream
 
     def sync(self) -> None:
         torch.cuda.synchronize()
@@ -154,16 +155,23 @@ class CudaTimer(HostTimer):
         calls = self.settings.graph_calls
         if estimate > 0:
             calls = max(1, min(calls, int(self.settings.graph_target_ms * 1e-3 / estimate)))
-        side = torch.cuda.Stream()
+        # Every graph is warmed up and captured on the timer's one side stream, as fusekit_bench
+        # does with its stream. On an H100 the replay of kernels that launch the next grid early
+        # (PDL) falls into one of two modes, up to ~35% apart, that moves on as new streams come
+        # into use: with a new warm-up stream per graph, consecutive captures of one call cycled
+        # through both; with one stream, all of a run's graphs stay in one mode (bench/NOTES.md,
+        # "Graph replay and the capture stream"; bench/graph_modes.py shows it).
+        side = self.graph_stream
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm up where capture will run (lazy init, workspaces)
+        with torch.cuda.stream(side):  # lazy init and workspaces happen outside the capture
             for _ in range(self.settings.warmup):
                 fn()
-        torch.cuda.current_stream().wait_stream(side)
+        side.synchronize()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=side):
             for _ in range(calls):
                 fn()
+        torch.cuda.current_stream().wait_stream(side)
         graph.replay()
         pairs = self.events[:self.settings.graph_replays]
         for start, end in pairs:
