@@ -93,11 +93,16 @@ Status act_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
   std::vector<gpu::ActElementwiseConfig> configs = {
       gpu::choose_act_elementwise_config(shape, false)};
   // Block sizes up to the kernels' launch bound: besides 128 and 256, the sizes between, whose
-  // block counts spread a small batch's threads more evenly over the SMs.
+  // block counts spread a small batch's threads more evenly over the SMs; each with the next
+  // launch triggered at the start and after the writes.
   for (int group : {shape.group_elems, shape.group_elems / 2}) {
     for (int block : {64, 128, 160, 192, 224, gpu::kActElementwiseThreads}) {
       gpu::ActElementwiseConfig c;
-      if (gpu::make_act_elementwise_config(shape, false, group, block, &c)) add_unique(&configs, c);
+      if (!gpu::make_act_elementwise_config(shape, false, group, block, &c)) continue;
+      for (bool late : {false, true}) {
+        c.trigger_after_writes = late;
+        add_unique(&configs, c);
+      }
     }
   }
   variants_of(
