@@ -303,6 +303,56 @@ TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   }
 }
 
+// Decode-size batches whose outputs lie apart from their inputs share each row's outputs among
+// up to four blocks while each part keeps four SMs (132 here: M = 1-16 four, 17-33 two); in
+// place, with an fp8 output, with several rows per block or off the registers path, a row keeps
+// one block.
+TEST(NormConfig, DecodeRowsShareTheirOutputsAmongBlocks) {
+  NormShape s;  // 132 SMs
+  s.max_cluster_blocks = 16;
+  s.max_smem_bytes = 227 * 1024;
+  s.whole_groups = true;
+  for (const bool layer : {false, true}) {
+    for (const bool add : {false, true}) {
+      for (const bool fp8 : {false, true}) {
+        if (fp8 && layer) continue;
+        for (const bool apart : {false, true}) {
+          for (int64_t cols : {64, 4096, 8192, 262144}) {
+            for (int64_t rows : {1, 2, 16, 17, 33, 34, 66, 256, 16384}) {
+              s.layer = layer;
+              s.adds_residual = add;
+              s.fp8_output = fp8;
+              s.outputs_apart = apart;
+              s.min_blocks_per_sm = add && !layer ? 1 : 2;
+              s.cols = cols;
+              s.rows = rows;
+              const NormConfig c = choose_norm_config(s);
+              SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                           " apart=" + std::to_string(apart) + " " + c.to_string());
+              const int64_t groups = (cols + s.group_elems - 1) / s.group_elems;
+              const bool may_share = apart && !fp8 && c.path == NormConfig::Path::kRegisters &&
+                                     c.rows_per_block == 1 && c.items <= kNormMaxItems &&
+                                     c.threads_per_row * c.items == groups;
+              const int expected = !may_share ? 1 : rows <= 16 ? 4 : rows <= 33 ? 2 : 1;
+              EXPECT_EQ(c.output_parts, expected);
+            }
+          }
+        }
+      }
+    }
+  }
+  // RMSNorm alone spreads a shared row over 256 threads, a row of its own over 128.
+  s.layer = false;
+  s.adds_residual = false;
+  s.fp8_output = false;
+  s.min_blocks_per_sm = 2;
+  s.outputs_apart = true;
+  expect_registers_shape(s, 4096, 1, 256, 2);
+  expect_registers_shape(s, 4096, 32, 256, 2);
+  s.outputs_apart = false;
+  expect_registers_shape(s, 4096, 1, 128, 4);
+}
+
 TEST(NormConfig, LongRowsAreStaged) {
   NormShape s;
   s.cols = 262144;  // beyond 1024 threads x 32 elements

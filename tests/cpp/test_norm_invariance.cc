@@ -134,7 +134,8 @@ struct LaunchShapeInputs {
 // The registers path sums in one order for every power-of-two number of groups per thread, and
 // for kNormOddItems where those cover the row exactly, which is what lets the GPU choose that
 // number from the batch size: each launch shape must give the same bits, as must the choices
-// that only move loads or the next launch (NormConfig::weight_at_output, trigger_after_writes).
+// that only move loads or the next launch (NormConfig::weight_at_output, trigger_after_writes) or
+// share a row's outputs among blocks (output_parts).
 TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
@@ -175,6 +176,17 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               variants.push_back(config);
               variants.back().weight_at_output = true;
             }
+            // Each row's outputs shared by two and four blocks that each read all of it (exact
+            // rows of their own blocks only).
+            const bool exact_rows = n % shape.group_elems == 0 && threads * items == groups &&
+                                    items <= gpu::kNormMaxItems && config.rows_per_block == 1;
+            for (int parts : {2, gpu::kNormMaxOutputParts}) {
+              if (!exact_rows) break;
+              variants.push_back(config);
+              variants.back().output_parts = parts;
+              variants.push_back(variants.back());
+              variants.back().trigger_after_writes = true;
+            }
             for (const gpu::NormConfig& variant : variants) {
               SCOPED_TRACE(variant.to_string());
               RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
@@ -206,6 +218,62 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
       }
     }
   }
+}
+
+// Sharing a row's outputs among blocks (NormConfig::output_parts) needs rows of their own blocks,
+// no fp8 output and outputs apart from the inputs; a launch asked for it otherwise is refused
+// with a message, and writes nothing.
+TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const int64_t m = 3, n = 4096;
+  LaunchShapeInputs in(false, true, DType::kBFloat16, m, n, 7);
+  detail::NormProblem& p = in.p;
+  gpu::NormShape shape;
+  ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+  gpu::NormConfig config;
+  ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, 512, 1, &config));
+  config.output_parts = 2;
+  gpu::NormLaunchOverrides overrides;
+  overrides.config = &config;
+  const std::vector<uint64_t> x_before = [&] {
+    in.x.download();
+    std::vector<uint64_t> bits;
+    for (int64_t j = 0; j < n; ++j) bits.push_back(in.x.raw(0, j));
+    return bits;
+  }();
+  // In place: out is x and residual_out is residual.
+  p.out = in.x.data();
+  p.out_stride = p.x_stride;
+  p.residual_out = in.r.data();
+  p.residual_out_stride = p.residual_stride;
+  Status s = gpu::run_norm_gpu_with(p, nullptr, overrides);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("apart"), std::string::npos) << s.message();
+  ASSERT_TRUE(gpu_synchronize(0).ok());
+  in.x.download();
+  for (int64_t j = 0; j < n; ++j) ASSERT_EQ(in.x.raw(0, j), x_before[j]) << j;
+  // Outputs apart, but two rows per block.
+  RowBuffer out(Backend::kGPU, DType::kBFloat16, m, n);
+  RowBuffer r_out(Backend::kGPU, DType::kBFloat16, m, n);
+  p.out = out.data();
+  p.out_stride = n;
+  p.residual_out = r_out.data();
+  p.residual_out_stride = n;
+  gpu::NormConfig paired = config;
+  ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, 128, 4, &paired));
+  paired.rows_per_block = 2;
+  paired.block_threads = 256;
+  paired.output_parts = 2;
+  overrides.config = &paired;
+  s = gpu::run_norm_gpu_with(p, nullptr, overrides);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("one row per block"), std::string::npos) << s.message();
+  // And the same config with one row per block runs.
+  paired.rows_per_block = 1;
+  paired.block_threads = 128;
+  EXPECT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+  ASSERT_TRUE(gpu_synchronize(0).ok());
 }
 
 // The cluster path's shapes (blocks per row x groups per thread) change the summation order, so

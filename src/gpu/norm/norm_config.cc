@@ -67,7 +67,7 @@ std::string NormConfig::to_string() const {
   if (path == Path::kRegisters) {
     s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
       << (trigger_after_writes ? ",trigger=late" : "") << (weight_at_output ? ",weight=late" : "")
-      << ")";
+      << (output_parts > 1 ? ",parts=" + std::to_string(output_parts) : "") << ")";
   } else if (path == Path::kCluster) {
     s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
       << ",items=" << items << ")";
@@ -136,7 +136,24 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // bytes in flight per thread. Items stay powers of two.
     const bool long_chain = (shape.layer || shape.adds_residual) && !shape.fp8_output &&
                             groups % kLongChainLatencyThreadsPerRow == 0;
-    const bool short_chain = !shape.layer && !shape.adds_residual && !shape.fp8_output;
+    // Decode-size batches whose outputs lie apart from their inputs: each row's outputs shared by
+    // up to four blocks (NormConfig::output_parts), as long as the grid keeps a quarter of the SMs
+    // or more per row's part (M = 1-16 take four on an H100, 17-33 two). Measured on an H100
+    // (graph replay, NOTES.md "Norm v15"): rms_norm [1, 8192] 1.61 -> 1.36 us, [32, 8192] 1.79 ->
+    // 1.62, layer_norm [1, 8192] 2.31 -> 1.96, fused_add_rms_norm out of place [1, 4096] 1.56 ->
+    // 1.44; four parts at M = 32 read 0.04-0.07 us slower than two, and none gained at M = 64.
+    int output_parts = 1;
+    if (shape.outputs_apart && !shape.fp8_output) {
+      while (output_parts < kNormMaxOutputParts &&
+             shape.rows * output_parts * 4 <= static_cast<int64_t>(shape.sm_count)) {
+        output_parts *= 2;
+      }
+    }
+    // RMSNorm's short-chain spread is for a row on one block; with its outputs shared, 256 threads
+    // measured ahead (rms_norm [1, 4096] 1.21 against 1.25 us at 128 x 4, [32, 4096] 1.38 against
+    // 1.45).
+    const bool short_chain =
+        !shape.layer && !shape.adds_residual && !shape.fp8_output && output_parts == 1;
     const int64_t pair_threads = groups / 2;
     const bool layer_pairs = shape.layer && !shape.fp8_output && groups % 2 == 0 &&
                              next_pow2(pair_threads) == pair_threads &&
@@ -228,6 +245,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes)
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
+    // Shared rows have kernels of their own for exact rows of 1, 2 and 4 whole groups per thread.
+    if (c.path == NormConfig::Path::kRegisters && c.rows_per_block == 1 && shape.whole_groups &&
+        static_cast<int64_t>(c.threads_per_row) * c.items == groups && c.items <= kNormMaxItems &&
+        !c.weight_at_output) {
+      c.output_parts = output_parts;
+    }
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large

@@ -41,6 +41,15 @@ struct NormConfig {
   // the rows outnumber the SMs (norm_config.cc); one-row-per-SM batches keep the early weight for
   // latency. No effect on results.
   bool weight_at_output = false;
+  // Registers path with one row per block: how many blocks share each row (a power of two up to
+  // kNormMaxOutputParts). Every one of them loads the whole row and sums it in the same order, so
+  // each holds the row's bitwise-same statistics, and then computes and writes only its share of
+  // the row's outputs (those of an equal range of the row's threads). A decode-size batch (a row
+  // or a few per SM) then spreads each row's output math and stores over that many SMs. Only for
+  // rows covered exactly by 1, 2 or 4 whole groups per thread (kernels of their own), where no
+  // output overlaps an input (a block may still be reading what another writes: not in place),
+  // and never with an fp8 output (a dynamic scale needs every y).
+  int output_parts = 1;
 
   std::string to_string() const;
 };
@@ -75,6 +84,9 @@ struct NormShape {
   // accesses on every tensor): a row that a launch's threads x items cover exactly then takes the
   // bounds-free kernel, the only one built for kNormOddItems.
   bool whole_groups = false;
+  // No output overlaps an input (out is not x; residual_out is not residual): what
+  // NormConfig::output_parts needs.
+  bool outputs_apart = false;
 };
 
 // Registers path: up to this many 16-byte groups per thread (a power of two), or exactly
@@ -95,6 +107,7 @@ constexpr bool odd_items_built(bool layer, bool adds_residual) {
   return !(layer && adds_residual);
 }
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
+constexpr int kNormMaxOutputParts = 4;  // registers path: NormConfig::output_parts
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
 constexpr int kNormStagedThreads = 512;
 // Cluster path: threads per block, and 16-byte groups per thread (the row's slice in registers).

@@ -54,6 +54,8 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.layer = p.kind == detail::NormKind::kLayer;
   s.adds_residual = p.add_residual;
   s.whole_groups = widest_load(p) == group && p.cols % group == 0;
+  // The API lets out be x and residual_out be residual (in place) and rejects any other overlap.
+  s.outputs_apart = p.out != p.x && (!p.add_residual || p.residual_out != p.residual);
   const bool one_dtype = p.weight_dtype == p.x_dtype && p.source_dtype() == p.x_dtype;
   s.min_blocks_per_sm = norm_min_blocks_per_sm(
       p.add_residual, p.kind == detail::NormKind::kLayer,
@@ -124,6 +126,12 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   a.cluster_blocks = cfg.cluster_blocks;
   a.smem_groups = cfg.smem_groups;
   a.trigger_after_writes = cfg.trigger_after_writes ? 1 : 0;
+  a.output_parts_log2 = 0;
+  while ((1 << a.output_parts_log2) < cfg.output_parts) ++a.output_parts_log2;
+  if (cfg.output_parts > 1 && !shape.outputs_apart) {
+    return Status::invalid_argument(
+        "norm: output_parts > 1 needs outputs apart from the inputs (not in place)");
+  }
 
   const auto s = static_cast<StreamHandle>(stream);
   const int load = widest_load(p);

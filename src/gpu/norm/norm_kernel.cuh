@@ -212,7 +212,9 @@ FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
 // calls this (reduce has barriers); `active` is false for threads past the last row.
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
-// `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only).
+// `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only). A thread
+// without `writes_outputs` (another block writes its groups: NormConfig::output_parts) takes part
+// in the reductions and stores nothing.
 template <class K, RowFit kFit, bool kSplitTails, int kItems, class Affine, class Reduce,
           class ReduceMax, class Moments = NoSliceMoments>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
@@ -221,7 +223,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
                                Packed<typename K::TR, K::kGroup> (&h)[kItems],
                                const Affine& affine, const Reduce& reduce,
                                const ReduceMax& reduce_max, bool writes_stats,
-                               const Moments& moments = {}) {
+                               const Moments& moments = {}, bool writes_outputs = true) {
   using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
@@ -244,7 +246,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         v[e] = to_float(h[i].elems[e]);
       }
       const int col = first_col + (t + i * tpr) * G;
-      if (active && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
+      if (active && writes_outputs && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
     }
   } else {
 #pragma unroll
@@ -361,7 +363,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, active && writes_stats);
     }
 
-    if (!active) return;
+    if (!active || !writes_outputs) return;
     using TO = typename K::TO;
     TO* out_row = static_cast<TO*>(a.out) + row * a.out_stride;
 #pragma unroll
@@ -463,7 +465,8 @@ template <class K, RowFit kFit, bool kSplitTails, int kItems, bool kWeightAtOutp
           class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
-                                        const ReduceMax& reduce_max, bool writes_stats) {
+                                        const ReduceMax& reduce_max, bool writes_stats,
+                                        bool writes_outputs) {
   using TX = typename K::TX;
   using TW = typename K::TW;
   using TR = typename K::TR;
@@ -511,6 +514,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       h[i] = filled_group<TR, G>(0.0f);
     }
     if constexpr (kEarlyWeight) {
+      // Every thread, writing or not: a condition here made ptxas branch around each item's
+      // loads, x's too, where it predicates them otherwise (one-row calls 0.1-0.4 us slower).
       if (in_row) {
         w[i] = weight_item(col);
         if constexpr (K::kLayer) b[i] = bias_item(col);
@@ -537,22 +542,32 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     }
   };
   finish_row<K, kFit, kSplitTails>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                                   reduce_max, writes_stats);
+                                   reduce_max, writes_stats, NoSliceMoments{}, writes_outputs);
 }
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
 // (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
 // can hold; with RowFit::kExact exactly that many (a.items == kItems), else up to it.
-// kWeightAtOutput: NormConfig::weight_at_output (RMSNorm only).
-template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false>
+// kWeightAtOutput: NormConfig::weight_at_output (RMSNorm only). kSharedRows (NormConfig::
+// output_parts; exact rows of their own blocks, not fp8): the row's 2^output_parts_log2
+// consecutive blocks each load and reduce all of it, and each writes the outputs of one equal
+// range of the row's threads (so of the groups those threads hold): part p the threads t with
+// t * parts / tpr == p. A kernel of its own, so that the others' code stays what it was (the
+// share's index and predicate cost rows of their own block 1-3% at M = 256).
+template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
+          bool kSharedRows = false>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
   __shared__ float scratch[2][K::kScratch];
   const int tpr = 1 << a.threads_per_row_log2;
   const int t = static_cast<int>(threadIdx.x) & (tpr - 1);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * a.rows_per_block +
+  const int parts_log2 = kSharedRows ? a.output_parts_log2 : 0;
+  const int64_t row = static_cast<int64_t>(blockIdx.x >> parts_log2) * a.rows_per_block +
                       (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
+  const int part = kSharedRows ? static_cast<int>(blockIdx.x) & ((1 << parts_log2) - 1) : 0;
+  const bool writes_outputs =
+      !kSharedRows || ((t << parts_log2) >> a.threads_per_row_log2) == part;  // uniform per warp
 
   wait_for_prior_grids();
   // The next grid may begin launching now, or after this thread's writes where the configuration
@@ -567,7 +582,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // The bounds-free kernels take the weight_after_cast branch once (finish_row).
   constexpr bool kSplitTails = kFit != RowFit::kAny;
   normalize_row_slice<K, kFit, kSplitTails, kItems, kWeightAtOutput>(
-      a, row, row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, t == 0);
+      a, row, row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, t == 0 && part == 0,
+      writes_outputs);
   if (a.trigger_after_writes) allow_dependent_grids();
 }
 

@@ -45,6 +45,7 @@ struct NormKernelArgs {
   int cluster_blocks;   // cluster path: blocks per row (one cluster)
   int64_t smem_groups;  // staged path: groups of the row kept in shared memory
   int trigger_after_writes;  // registers path: NormConfig::trigger_after_writes
+  int output_parts_log2;     // registers path: log2 of NormConfig::output_parts
 };
 
 template <NormKind kKind_, bool kAdd_, typename TX_, typename TW_, typename TR_, int kLoad_,

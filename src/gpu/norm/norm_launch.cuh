@@ -42,9 +42,10 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
 }
 
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
-// 4 and kNormOddItems (what the heuristic takes; the last where odd_items_built), and the fused
-// add's four-group one also with its weight at the output (NormConfig::weight_at_output; other
-// kernels ignore the flag); the exact cluster kernel for its kMaxItems.
+// 4 and kNormOddItems (what the heuristic takes; the last where odd_items_built), those of 1, 2 and
+// 4 also with rows shared among blocks (NormConfig::output_parts), and the fused add's four-group
+// one also with its weight at the output (NormConfig::weight_at_output; other kernels ignore the
+// flag); the exact cluster kernel for its kMaxItems.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
@@ -56,6 +57,15 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
         if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
       }
       return norm_cluster_kernel<K, RowFit::kAny>;
+    }
+  }
+  if constexpr (kFull && !K::kFp8Out) {
+    // Rows shared among blocks (NormConfig::output_parts): exact rows of one, two or four groups
+    // per thread (launch_norm_kernel checks).
+    if (cfg.output_parts > 1) {
+      if (cfg.items == 1) return norm_registers_kernel<K, RowFit::kExact, 1, false, true>;
+      if (cfg.items == 2) return norm_registers_kernel<K, RowFit::kExact, 2, false, true>;
+      return norm_registers_kernel<K, RowFit::kExact, 4, false, true>;
     }
   }
   if constexpr (kFull) {
@@ -96,6 +106,18 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         " groups per thread need rows that the launch covers exactly in whole, 16-byte aligned "
         "groups, and a form built for them (not LayerNorm with the add)");
   }
+  if (cfg.output_parts != 1 &&
+      (cfg.path != Path::kRegisters || cfg.rows_per_block != 1 || K::kFp8Out ||
+       fit != RowFit::kExact || (cfg.items != 1 && cfg.items != 2 && cfg.items != 4) ||
+       cfg.weight_at_output || cfg.output_parts > kNormMaxOutputParts ||
+       (cfg.output_parts & (cfg.output_parts - 1)) != 0)) {
+    return Status::runtime_error(
+        "norm: output_parts " + std::to_string(cfg.output_parts) +
+        " needs the registers path with one row per block covered exactly by 1, 2 or 4 whole "
+        "groups per thread, no fp8 output, the weight beside the row, and a power of two up to " +
+        std::to_string(kNormMaxOutputParts));
+  }
+  const int parts = cfg.output_parts;
   auto kernel = pick_norm_kernel<K>(fit, cfg);
   if (cluster_blocks > 8) {
     static std::atomic<bool> allowed[3][kMaxDevicesTracked];  // per RowFit: one kernel each
@@ -137,7 +159,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   // One row (or rows_per_block) per block, in several launches when the rows exceed what one grid
   // can index; the cluster kernel's grid covers any number of rows.
   const int64_t rows_per_launch =
-      cluster ? a.rows : kMaxBlocksPerLaunch / cluster_blocks * rows_per_block;
+      cluster ? a.rows : kMaxBlocksPerLaunch / (cluster_blocks * parts) * rows_per_block;
   const int64_t total_rows = a.rows;
   for (int64_t first = 0; first < total_rows; first += rows_per_launch) {
     NormKernelArgs part = a;
@@ -158,7 +180,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     part.dynamic_scale = shift(a.dynamic_scale, 1, sizeof(float));
     const int64_t blocks =
         cluster ? std::min(rows, resident_clusters) * cluster_blocks
-                : (rows + rows_per_block - 1) / rows_per_block * cluster_blocks;
+                : (rows + rows_per_block - 1) / rows_per_block * parts;
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
     const ErrorCode e =
