@@ -139,9 +139,9 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // Decode-size batches whose outputs lie apart from their inputs: each row's outputs shared by
     // up to four blocks (NormConfig::output_parts), as long as the grid keeps a quarter of the SMs
     // or more per row's part (M = 1-16 take four on an H100, 17-33 two). Measured on an H100
-    // (graph replay, NOTES.md "Norm v15"): rms_norm [1, 8192] 1.61 -> 1.36 us, [32, 8192] 1.79 ->
-    // 1.62, layer_norm [1, 8192] 2.31 -> 1.96, fused_add_rms_norm out of place [1, 4096] 1.56 ->
-    // 1.44; four parts at M = 32 read 0.04-0.07 us slower than two, and none gained at M = 64.
+    // (graph replay, NOTES.md "Norm v15"): rms_norm [1, 8192] 1.59 -> 1.36 us, [32, 8192] 1.72 ->
+    // 1.64, layer_norm [1, 8192] 2.29 -> 2.10, fused_add_rms_norm out of place [1, 4096] 1.54 ->
+    // 1.43; four parts at M = 32 read 0.04-0.07 us slower than two, and none gained at M = 64.
     int output_parts = 1;
     if (shape.outputs_apart && !shape.fp8_output) {
       while (output_parts < kNormMaxOutputParts &&
@@ -150,8 +150,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
       }
     }
     // RMSNorm's short-chain spread is for a row on one block; with its outputs shared, 256 threads
-    // measured ahead (rms_norm [1, 4096] 1.21 against 1.25 us at 128 x 4, [32, 4096] 1.38 against
-    // 1.45).
+    // measured ahead (rms_norm [1, 4096] 1.21 against 1.25 us at 128 x 4, both in four parts;
+    // [32, 4096] 1.38 against 1.42, both in two).
     const bool short_chain =
         !shape.layer && !shape.adds_residual && !shape.fp8_output && output_parts == 1;
     const int64_t pair_threads = groups / 2;
