@@ -317,7 +317,7 @@ TEST(NormConfig, DecodeRowsShareTheirOutputsAmongBlocks) {
       for (const bool fp8 : {false, true}) {
         if (fp8 && layer) continue;
         for (const bool apart : {false, true}) {
-          for (int64_t cols : {64, 4096, 8192, 262144}) {
+          for (int64_t cols : {64, 4096, 5120, 8192, 262144}) {
             for (int64_t rows : {1, 2, 16, 17, 33, 34, 66, 256, 16384}) {
               s.layer = layer;
               s.adds_residual = add;
@@ -351,6 +351,13 @@ TEST(NormConfig, DecodeRowsShareTheirOutputsAmongBlocks) {
   expect_registers_shape(s, 4096, 32, 256, 2);
   s.outputs_apart = false;
   expect_registers_shape(s, 4096, 1, 128, 4);
+  // Rows that no shared kernel covers keep RMSNorm's own spread: unaligned, or not a power of
+  // two of groups.
+  s.outputs_apart = true;
+  s.whole_groups = false;
+  EXPECT_EQ(expect_registers_shape(s, 4096, 1, 128, 4).output_parts, 1);
+  s.whole_groups = true;
+  EXPECT_EQ(expect_registers_shape(s, 4000, 1, 128, 4).output_parts, 1);
 }
 
 TEST(NormConfig, LongRowsAreStaged) {

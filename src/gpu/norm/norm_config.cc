@@ -142,8 +142,11 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // (graph replay, NOTES.md "Norm v15"): rms_norm [1, 8192] 1.59 -> 1.36 us, [32, 8192] 1.72 ->
     // 1.64, layer_norm [1, 8192] 2.29 -> 2.10, fused_add_rms_norm out of place [1, 4096] 1.54 ->
     // 1.43; four parts at M = 32 read 0.04-0.07 us slower than two, and none gained at M = 64.
+    // (The shared kernels take exact rows of 1, 2 or 4 whole groups per thread: at these batch
+    // sizes, rows of a power-of-two number of whole groups.)
     int output_parts = 1;
-    if (shape.outputs_apart && !shape.fp8_output) {
+    if (shape.outputs_apart && !shape.fp8_output && shape.whole_groups &&
+        next_pow2(groups) == groups) {
       while (output_parts < kNormMaxOutputParts &&
              shape.rows * output_parts * 4 <= static_cast<int64_t>(shape.sm_count)) {
         output_parts *= 2;
