@@ -130,13 +130,7 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   // where the outputs lie apart from the inputs.
   const std::size_t with_twins = configs.size();
   for (std::size_t i = 0; i < with_twins; ++i) {
-    const NormConfig& base = configs[i];
-    const bool exact = shape.whole_groups && base.items <= gpu::kNormMaxItems &&
-                       static_cast<int64_t>(base.threads_per_row) * base.items == groups;
-    if (base.path != NormConfig::Path::kRegisters || base.rows_per_block != 1 || !exact ||
-        base.weight_at_output || !shape.outputs_apart || shape.fp8_output) {
-      continue;
-    }
+    if (!gpu::norm_rows_shareable(shape, configs[i])) continue;
     for (int parts = 1; parts <= gpu::kNormMaxOutputParts; parts *= 2) {
       if (shape.rows * parts > shape.sm_count) break;
       NormConfig shared = configs[i];

@@ -333,6 +333,7 @@ TEST(NormConfig, DecodeRowsShareTheirOutputsAmongBlocks) {
               const bool may_share = apart && !fp8 && c.path == NormConfig::Path::kRegisters &&
                                      c.rows_per_block == 1 && c.items <= kNormMaxItems &&
                                      c.threads_per_row * c.items == groups;
+              EXPECT_EQ(norm_rows_shareable(s, c), may_share && !c.weight_at_output);
               const int expected = !may_share ? 1 : rows <= 16 ? 4 : rows <= 33 ? 2 : 1;
               EXPECT_EQ(c.output_parts, expected);
             }

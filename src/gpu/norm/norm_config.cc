@@ -125,6 +125,15 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
   return true;
 }
 
+bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  return config.path == NormConfig::Path::kRegisters && config.rows_per_block == 1 &&
+         config.items <= kNormMaxItems &&
+         static_cast<int64_t>(config.threads_per_row) * config.items == groups &&
+         shape.whole_groups && !config.weight_at_output && shape.outputs_apart &&
+         !shape.fp8_output;
+}
+
 NormConfig choose_norm_config(const NormShape& shape) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   const int max_items = kNormMaxItems;
@@ -248,12 +257,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes)
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
-    // Shared rows have kernels of their own for exact rows of 1, 2 and 4 whole groups per thread.
-    if (c.path == NormConfig::Path::kRegisters && c.rows_per_block == 1 && shape.whole_groups &&
-        static_cast<int64_t>(c.threads_per_row) * c.items == groups && c.items <= kNormMaxItems &&
-        !c.weight_at_output) {
-      c.output_parts = output_parts;
-    }
+    if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large

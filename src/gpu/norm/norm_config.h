@@ -120,6 +120,11 @@ inline bool odd_items_built(const NormShape& shape) {
 
 NormConfig choose_norm_config(const NormShape& shape);
 
+// Whether `config` may share each row among blocks (NormConfig::output_parts > 1) for `shape`: a
+// registers-path row of its own block, covered exactly by 1, 2 or 4 whole groups per thread, the
+// weight beside the row, outputs apart from the inputs, no fp8 output.
+bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
+
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
 // kNormMaxItems, or kNormOddItems covering whole groups exactly where shape.whole_groups and
 // odd_items_built), a cluster-path config with blocks of `threads_per_row` threads x `items`
