@@ -176,6 +176,14 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               variants.push_back(config);
               variants.back().weight_at_output = true;
             }
+            // Two rows per block where they fit: kernels that take the row's thread count from
+            // their arguments, where one row per block of 128-512 threads takes (16-bit rows) a
+            // kernel with the count fixed at compile time.
+            if (config.rows_per_block == 1 && config.block_threads * 2 <= gpu::kNormMaxThreads) {
+              variants.push_back(config);
+              variants.back().rows_per_block = 2;
+              variants.back().block_threads = 2 * config.block_threads;
+            }
             // Each row's outputs shared by two and four blocks that each read all of it (exact
             // rows of their own blocks only).
             const bool exact_rows = n % shape.group_elems == 0 && threads * items == groups &&

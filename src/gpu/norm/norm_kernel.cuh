@@ -554,20 +554,28 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 // range of the row's threads (so of the groups those threads hold): part p the threads t with
 // t * parts / tpr == p. A kernel of its own, so that the others' code stays what it was (the
 // share's index and predicate cost rows of their own block 1-3% at M = 256).
+// kThreadsPerRow: 0, or the row's thread count fixed at compile time for blocks of one row
+// (pick_norm_kernel: NormTraits::kFixedRowThreads). The same code with tpr a constant: the
+// reductions unroll without the branches a runtime count needs, and a thread's groups lie at
+// constant offsets, which makes the short calls 2-10% faster (bench/NOTES.md, "Norm v16").
 template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
-          bool kSharedRows = false>
+          bool kSharedRows = false, int kThreadsPerRow = 0>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
   __shared__ float scratch[2][K::kScratch];
-  const int tpr = 1 << a.threads_per_row_log2;
+  constexpr bool kFixed = kThreadsPerRow > 0;
+  const int tpr = kFixed ? kThreadsPerRow : 1 << a.threads_per_row_log2;
   const int t = static_cast<int>(threadIdx.x) & (tpr - 1);
   const int parts_log2 = kSharedRows ? a.output_parts_log2 : 0;
-  const int64_t row = static_cast<int64_t>(blockIdx.x >> parts_log2) * a.rows_per_block +
-                      (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
+  const int64_t row = kFixed ? static_cast<int64_t>(blockIdx.x >> parts_log2)
+                             : static_cast<int64_t>(blockIdx.x >> parts_log2) * a.rows_per_block +
+                                   (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
   const int part = kSharedRows ? static_cast<int>(blockIdx.x) & ((1 << parts_log2) - 1) : 0;
+  const int share = t << parts_log2;  // its part is share / tpr, uniform per warp
   const bool writes_outputs =
-      !kSharedRows || ((t << parts_log2) >> a.threads_per_row_log2) == part;  // uniform per warp
+      !kSharedRows || (kFixed ? static_cast<int>(static_cast<unsigned>(share) / kThreadsPerRow)
+                              : share >> a.threads_per_row_log2) == part;
 
   wait_for_prior_grids();
   // The next grid may begin launching now, or after this thread's writes where the configuration

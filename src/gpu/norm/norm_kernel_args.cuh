@@ -75,6 +75,10 @@ struct NormTraits {
   static constexpr int kMinBlocksPerSm =
       norm_min_blocks_per_sm(kAdd, kLayer, sizeof(TW_) == sizeof(TX_), kSameDtypes,
                              std::is_same_v<TX_, Half>);
+  // Exact registers kernels of one row per block with the row's thread count a template argument
+  // (128, 256 and 512; norm_registers_kernel): the decode and mid-batch shapes of 16-bit rows,
+  // where a call's time is mostly its instruction latency.
+  static constexpr bool kFixedRowThreads = !kFp8Out && kSameDtypes && sizeof(TX_) == 2;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;

@@ -41,11 +41,33 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
   return a.cols == covered && exact_kernel ? RowFit::kExact : RowFit::kWhole;
 }
 
+// The exact registers kernel of kItems groups per thread: with the row's thread count fixed at
+// compile time where the block holds one row of 128, 256 or 512 threads and K has those kernels.
+template <class K, int kItems, bool kWeightAtOutput = false, bool kSharedRows = false>
+auto exact_registers_kernel(const NormConfig& cfg) {
+  if constexpr (K::kFixedRowThreads && !kWeightAtOutput) {
+    if (cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
+      switch (cfg.threads_per_row) {
+        case 128:
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, 128>;
+        case 256:
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, 256>;
+        case 512:
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, 512>;
+        default:
+          break;
+      }
+    }
+  }
+  return norm_registers_kernel<K, RowFit::kExact, kItems, kWeightAtOutput, kSharedRows>;
+}
+
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
 // 4 and kNormOddItems (what the heuristic takes; the last where odd_items_built), those of 1, 2 and
-// 4 also with rows shared among blocks (NormConfig::output_parts), and the fused add's four-group
-// one also with its weight at the output (NormConfig::weight_at_output; other kernels ignore the
-// flag); the exact cluster kernel for its kMaxItems.
+// 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's thread count
+// fixed (exact_registers_kernel), and the fused add's four-group one also with its weight at the
+// output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
+// for its kMaxItems.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
@@ -63,20 +85,20 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
     // Rows shared among blocks (NormConfig::output_parts): exact rows of one, two or four groups
     // per thread (launch_norm_kernel checks).
     if (cfg.output_parts > 1) {
-      if (cfg.items == 1) return norm_registers_kernel<K, RowFit::kExact, 1, false, true>;
-      if (cfg.items == 2) return norm_registers_kernel<K, RowFit::kExact, 2, false, true>;
-      return norm_registers_kernel<K, RowFit::kExact, 4, false, true>;
+      if (cfg.items == 1) return exact_registers_kernel<K, 1, false, true>(cfg);
+      if (cfg.items == 2) return exact_registers_kernel<K, 2, false, true>(cfg);
+      return exact_registers_kernel<K, 4, false, true>(cfg);
     }
   }
   if constexpr (kFull) {
-    if (fit == RowFit::kExact && cfg.items == 1) return norm_registers_kernel<K, RowFit::kExact, 1>;
-    if (fit == RowFit::kExact && cfg.items == 2) return norm_registers_kernel<K, RowFit::kExact, 2>;
+    if (fit == RowFit::kExact && cfg.items == 1) return exact_registers_kernel<K, 1>(cfg);
+    if (fit == RowFit::kExact && cfg.items == 2) return exact_registers_kernel<K, 2>(cfg);
     if (fit == RowFit::kExact && cfg.items == 4) {
       // The weight at the output: built for the fused add (not fp8), the one form it is for.
       if constexpr (K::kAdd && !K::kLayer && !K::kFp8Out) {
         if (cfg.weight_at_output) return norm_registers_kernel<K, RowFit::kExact, 4, true>;
       }
-      return norm_registers_kernel<K, RowFit::kExact, 4>;
+      return exact_registers_kernel<K, 4>(cfg);
     }
     if constexpr (odd_items_built(K::kLayer, K::kAdd)) {
       if (fit == RowFit::kExact && cfg.items == kNormOddItems) {
