@@ -194,7 +194,9 @@ Status build_problem(const NormCall& c, NormProblem* p) {
   p->rstd = static_cast<float*>(o.rstd.defined() ? o.rstd.data : nullptr);
   p->mean = static_cast<float*>(o.mean.defined() ? o.mean.data : nullptr);
   p->eps = c.eps;
-  p->weight_offset = c.weight_offset;
+  // A zero offset is passed as -0, which leaves every weight as it is (+0 would turn a -0 weight
+  // into +0), so that kernels which skip the add for it (the plain GPU form) give the same bits.
+  p->weight_offset = c.weight_offset == 0.0f ? -0.0f : c.weight_offset;
   p->weight_after_cast = o.weight_after_cast;
   if (c.fp8) {
     p->out_fp8 = true;

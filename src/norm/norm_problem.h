@@ -52,7 +52,7 @@ struct NormProblem {
   float scale_upper_bound = 0.0f;
 
   float eps = 1e-6f;
-  float weight_offset = 0.0f;
+  float weight_offset = -0.0f;  // a zero offset is -0, which leaves a -0 weight as it is (norm_api)
   bool weight_after_cast = false;
 
   Device device;

@@ -271,6 +271,44 @@ TEST(NormConfig, FusedAddWideRowsLoadTheirWeightAtTheOutput) {
   EXPECT_FALSE(flag([](NormShape& t) { t.adds_residual = false; t.min_blocks_per_sm = 2; }));
 }
 
+// The plain form (RMSNorm and the fused add with a weight and nothing else) takes two groups per
+// thread with the next launch triggered after the writes from half as many rows as SMs up to twice
+// as many, where two groups cover the row in at most 512 threads; the same calls otherwise, and
+// every other call, keep their shapes and the trigger at the start.
+TEST(NormConfig, PlainFormTakesPairsLateAtMidBatches) {
+  for (const bool add : {false, true}) {
+    NormShape s;  // 132 SMs, bf16
+    s.adds_residual = add;
+    s.min_blocks_per_sm = add ? 1 : 2;
+    s.whole_groups = true;
+    s.outputs_apart = true;
+    s.plain_form = true;
+    for (const int64_t rows : {67, 128, 200, 264}) {
+      EXPECT_TRUE(expect_registers_shape(s, 4096, rows, 256, 2).trigger_after_writes) << rows;
+      EXPECT_TRUE(expect_registers_shape(s, 8192, rows, 512, 2).trigger_after_writes) << rows;
+      EXPECT_TRUE(expect_registers_shape(s, 2048, rows, 128, 2).trigger_after_writes) << rows;
+    }
+    for (const int64_t rows : {1, 32, 66, 265, 2048}) {
+      NormShape general = s;
+      general.plain_form = false;
+      for (const int64_t cols : {2048, 4096, 8192}) {
+        general.cols = s.cols = cols;
+        general.rows = s.rows = rows;
+        const NormConfig plain = choose_norm_config(s);
+        const NormConfig other = choose_norm_config(general);
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " " + plain.to_string());
+        EXPECT_EQ(plain.threads_per_row, other.threads_per_row);
+        EXPECT_EQ(plain.items, other.items);
+        EXPECT_EQ(plain.trigger_after_writes, other.trigger_after_writes);
+        EXPECT_EQ(plain.output_parts, other.output_parts);
+      }
+    }
+    // Rows that two groups per thread would spread over more than 512 threads.
+    const NormConfig wide = expect_registers_shape(s, 16384, 200, 512, 4);
+    EXPECT_EQ(wide.trigger_after_writes, add);  // the fused add's weight at the output only
+  }
+}
+
 TEST(NormConfig, ShortRowsShareBlocks) {
   NormShape s;
   s.cols = 64;  // 8 groups of bf16
@@ -282,7 +320,8 @@ TEST(NormConfig, ShortRowsShareBlocks) {
 }
 
 // The heuristic leaves the next grid's launch at the kernel's start on every path, except with
-// the fused add's weight at the output (FusedAddWideRowsLoadTheirWeightAtTheOutput).
+// the fused add's weight at the output (FusedAddWideRowsLoadTheirWeightAtTheOutput) and the
+// plain form at mid batches (PlainFormTakesPairsLateAtMidBatches).
 TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   NormShape s;  // 132 SMs
   for (const bool layer : {false, true}) {

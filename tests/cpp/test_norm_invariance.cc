@@ -111,6 +111,12 @@ struct LaunchShapeInputs {
     std::mt19937 rng(seed);
     for (RowBuffer* in : {&x, &r, &w, &b}) {
       in->fill_random(rng);
+      if (in == &w) {
+        // Zero weights of both signs: y = v * w keeps the sign, which a kernel that added a zero
+        // offset as +0 would lose (OutputForm::kPlain skips the add).
+        w.set(0, 0, -0.0);
+        if (n > 1) w.set(0, n - 1, 0.0);
+      }
       in->upload();
     }
     p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
@@ -125,6 +131,7 @@ struct LaunchShapeInputs {
     p.weight = w.data();
     p.bias = layer ? b.data() : nullptr;
     p.eps = 1e-5f;
+    p.weight_offset = -0.0f;  // a zero offset, as the API passes it (norm_api.cc)
     p.device = Device::gpu(0);
   }
   RowBuffer x, r, w, b;
@@ -135,7 +142,8 @@ struct LaunchShapeInputs {
 // for kNormOddItems where those cover the row exactly, which is what lets the GPU choose that
 // number from the batch size: each launch shape must give the same bits, as must the choices
 // that only move loads or the next launch (NormConfig::weight_at_output, trigger_after_writes) or
-// share a row's outputs among blocks (output_parts).
+// share a row's outputs among blocks (output_parts), and with each the plain form (a weight and
+// nothing else: OutputForm::kPlain, where built) against the general one (rstd asked for).
 TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
@@ -195,9 +203,13 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               variants.push_back(variants.back());
               variants.back().trigger_after_writes = true;
             }
-            for (const gpu::NormConfig& variant : variants) {
-              SCOPED_TRACE(variant.to_string());
+            for (size_t v = 0; v < 2 * variants.size(); ++v) {
+              const gpu::NormConfig& variant = variants[v / 2];
+              const bool stats = v % 2 == 1;
+              SCOPED_TRACE(variant.to_string() + (stats ? " with rstd" : ""));
               RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+              RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
+              p.rstd = stats ? static_cast<float*>(rstd.data()) : nullptr;
               p.out = out.data();
               p.out_stride = n;
               p.residual_out = r_out.data();

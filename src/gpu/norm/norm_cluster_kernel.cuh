@@ -152,8 +152,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     } else {
       load_slice(row, x, h);
     }
-    finish_row<K, kFit, false>(a, row, true, t, tpr, first_col, a.items, x, h, affine, reduce,
-                               no_max, t == 0 && rank == 0, moments);
+    finish_row<K, kFit, OutputForm::kFlagPerElement>(a, row, true, t, tpr, first_col, a.items, x,
+                                                     h, affine, reduce, no_max,
+                                                     t == 0 && rank == 0, moments);
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {

@@ -205,9 +205,19 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const int64_t sm_count = shape.sm_count;
     const bool mid_batch = batch_groups <= sm_count * kMidSmGroups && pairs_cover_row;
     const bool layer_mid_batch = batch_groups <= sm_count * kLayerMidSmGroups && pairs_cover_row;
+    // The plain form (NormShape::plain_form) from half as many rows as SMs up to twice as many:
+    // two groups per thread where they cover the row in at most 512 threads (N <= 8192 bf16),
+    // with the next launch triggered after the writes. Measured on an H100 (graph replay,
+    // NOTES.md "Norm v17"): rms_norm [256, 4096] 2.05 -> 1.88 us, [128, 4096] 1.54 -> 1.49,
+    // [256, 8192] 2.95 -> 2.83; fused_add_rms_norm [256, 4096] 2.36 -> 2.25, [128, 4096] 1.83 ->
+    // 1.74, [256, 8192] 3.80 -> 3.50, [128, 8192] 2.71 -> 2.53. Not at M = 32 (rms_norm [32, 8192]
+    // 1.45 -> 1.67) nor past the bound (rms_norm [512, 8192] cold 10.14 -> 10.53 us).
+    const bool plain_mid = shape.plain_form && fills_gpu && !small_grid &&
+                           shape.rows <= 2 * sm_count &&
+                           groups <= 2 * kMaxRegisterThreadsPerRow;
     if (fills_gpu && items > 2 &&
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
-         (shape.layer && layer_mid_batch))) {
+         (shape.layer && layer_mid_batch) || plain_mid)) {
       items = 2;
     }
     make_norm_config(shape, NormConfig::Path::kRegisters,
@@ -253,7 +263,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
                          c.block_threads == kNormMaxThreads &&
                          c.threads_per_row * c.items == groups && shape.whole_groups &&
                          shape.rows > shape.sm_count;
-    c.trigger_after_writes = c.weight_at_output && shape.rows <= 2 * sm_count;
+    c.trigger_after_writes =
+        (c.weight_at_output && shape.rows <= 2 * sm_count) || (plain_mid && c.items == 2);
     // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes)
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").

@@ -31,8 +31,9 @@ struct NormConfig {
   int cluster_blocks = 1;    // cluster path: blocks sharing a row
   int64_t smem_groups = 0;   // staged path: groups of a row kept in shared memory
   // Registers path: whether the kernel lets the next grid (programmatic dependent launch) begin
-  // launching only after its writes rather than at its start. The heuristic sets it only with
-  // weight_at_output at one to two blocks per SM (norm_config.cc). No effect on results.
+  // launching only after its writes rather than at its start. The heuristic sets it with
+  // weight_at_output at one to two blocks per SM, and for the plain form's two-group rows at
+  // mid batches (norm_config.cc). No effect on results.
   bool trigger_after_writes = false;
   // Registers path, the fused add (RMSNorm, not fp8) at four groups per thread in 512-thread
   // blocks covering the row exactly: load the weight at the output (from L1, as every row reads
@@ -87,7 +88,17 @@ struct NormShape {
   // No output overlaps an input (out is not x; residual_out is not residual): what
   // NormConfig::output_parts needs.
   bool outputs_apart = false;
+  // The call takes the plain kernels where the launch fixes the row's thread count: RMSNorm (with
+  // or without the add) of 16-bit x in one dtype, no fp8 output, and norm_plain_call.
+  bool plain_form = false;
 };
+
+// Whether a call's options are the plain form's (the kernels' OutputForm::kPlain): a weight with
+// no offset, no weight_after_cast, no rstd or mean output.
+constexpr bool norm_plain_call(bool has_weight, float weight_offset, bool weight_after_cast,
+                               bool has_stats) {
+  return has_weight && weight_offset == 0.0f && !weight_after_cast && !has_stats;
+}
 
 // Registers path: up to this many 16-byte groups per thread (a power of two), or exactly
 // kNormOddItems where that covers the row with no idle slot (below).

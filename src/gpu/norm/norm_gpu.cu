@@ -57,6 +57,10 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   // The API lets out be x and residual_out be residual (in place) and rejects any other overlap.
   s.outputs_apart = p.out != p.x && (!p.add_residual || p.residual_out != p.residual);
   const bool one_dtype = p.weight_dtype == p.x_dtype && p.source_dtype() == p.x_dtype;
+  // What NormTraits::kPlainBuilt and plain_norm_call (norm_launch.cuh) decide for the kernel.
+  s.plain_form = !s.layer && !p.out_fp8 && one_dtype && dtype_size(p.x_dtype) == 2 &&
+                 norm_plain_call(p.weight != nullptr, p.weight_offset, p.weight_after_cast,
+                                 p.rstd != nullptr || p.mean != nullptr);
   s.min_blocks_per_sm = norm_min_blocks_per_sm(
       p.add_residual, p.kind == detail::NormKind::kLayer,
       dtype_size(p.weight_dtype) == dtype_size(p.x_dtype), one_dtype, p.x_dtype == DType::kFloat16);

@@ -199,6 +199,19 @@ FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
   return elems > 0 ? sum / static_cast<float>(elems) : 0.0f;
 }
 
+// How finish_row writes a row's outputs.
+enum class OutputForm {
+  // One tail with the weight_after_cast flag tested per element (the kernels with bounds).
+  kFlagPerElement,
+  // The flag taken once, a tail for each value (the bounds-free kernels).
+  kSplitTails,
+  // The plain form (NormTraits::kPlainBuilt, plain_norm_call): a weight with no offset, no
+  // weight_after_cast and no stats outputs, all known at compile time. One tail and no
+  // per-element offset, so fewer instructions: the short calls' time is mostly their instruction
+  // latency (bench/NOTES.md, "Norm v17").
+  kPlain,
+};
+
 // The second half of the registers and cluster kernels: from a row's x (and residual, in h)
 // packed in registers to the row's outputs. Thread t of the row's T = tpr threads (in a cluster:
 // of each block's, whose slice of the row starts at element first_col) holds groups t, t + T, ...,
@@ -214,8 +227,8 @@ FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
 // `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only). A thread
 // without `writes_outputs` (another block writes its groups: NormConfig::output_parts) takes part
-// in the reductions and stores nothing.
-template <class K, RowFit kFit, bool kSplitTails, int kItems, class Affine, class Reduce,
+// in the reductions and stores nothing. kForm: OutputForm.
+template <class K, RowFit kFit, OutputForm kForm, int kItems, class Affine, class Reduce,
           class ReduceMax, class Moments = NoSliceMoments>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
@@ -308,9 +321,11 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
   // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
   // cluster paths); so does LayerNorm at more than four groups per thread (kNormOddItems: 24
-  // bytes spilled otherwise). LayerNorm at up to four and the fused add do better left to the
+  // bytes spilled otherwise). LayerNorm at up to four, the fused add and the plain form (whose
+  // single tail has registers to spare: no spill, and 0.02-0.09 us faster) do better left to the
   // compiler (ptxas).
-  if constexpr (sizeof(TR) == 2 && (!K::kLayer || kItems > 4) && !K::kAdd) {
+  if constexpr (sizeof(TR) == 2 && (!K::kLayer || kItems > 4) && !K::kAdd &&
+                kForm != OutputForm::kPlain) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
 #pragma unroll
@@ -379,13 +394,15 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         }
       }
     }
-    if (writes_stats) {
+    if (kForm != OutputForm::kPlain && writes_stats) {
       if (a.rstd != nullptr) a.rstd[row] = rstd;
       if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
     }
   };
-  if constexpr (!kSplitTails) {
+  if constexpr (kForm == OutputForm::kFlagPerElement) {
     write_outputs(a.weight_after_cast);  // one tail, the flag per element
+  } else if (kForm == OutputForm::kPlain) {
+    write_outputs(ConstantFlag<false>{});
   } else if (a.weight_after_cast) {
     write_outputs(ConstantFlag<true>{});
   } else {
@@ -461,7 +478,7 @@ FUSEKIT_DEVICE void affine_values(const Packed<typename K::TW, K::kGroup>& w,
 // loads its slices with load_row_item and weight_group instead; written out here, the loads keep
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
-template <class K, RowFit kFit, bool kSplitTails, int kItems, bool kWeightAtOutput, class Reduce,
+template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput, class Reduce,
           class ReduceMax>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
@@ -491,7 +508,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
   const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
   const TW* weight = static_cast<const TW*>(a.weight);
-  const bool has_weight = weight != nullptr;
+  constexpr bool kPlain = kForm == OutputForm::kPlain;
+  const bool has_weight = kPlain || weight != nullptr;
   // A missing weight is a group of ones (exact in every float dtype) with no offset, and a missing
   // bias a group of zeros, so that the outputs take one path whatever is present: the branch is
   // around the loads, not around each element's arithmetic.
@@ -528,8 +546,10 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     // its reductions.
     if constexpr (!kEarlyWeight) w[i] = weight_item(col);
     to_floats(w[i], wv);
+    if constexpr (!kPlain) {
 #pragma unroll
-    for (int e = 0; e < G; ++e) wv[e] += weight_offset;
+      for (int e = 0; e < G; ++e) wv[e] += weight_offset;
+    }
     if constexpr (K::kLayer) {
       if constexpr (kEarlyWeight) {
         to_floats(b[i], bv);
@@ -541,8 +561,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  finish_row<K, kFit, kSplitTails>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                                   reduce_max, writes_stats, NoSliceMoments{}, writes_outputs);
+  finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
+                             reduce_max, writes_stats, NoSliceMoments{}, writes_outputs);
 }
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
@@ -558,13 +578,16 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 // (pick_norm_kernel: NormTraits::kFixedRowThreads). The same code with tpr a constant: the
 // reductions unroll without the branches a runtime count needs, and a thread's groups lie at
 // constant offsets, which makes the short calls 2-10% faster (bench/NOTES.md, "Norm v16").
+// kPlain: the plain form (OutputForm::kPlain), built with a fixed thread count only, whose grid
+// holds exactly one block per row (and part), so that no thread lies past the last row either.
 template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
-          bool kSharedRows = false, int kThreadsPerRow = 0>
+          bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
   __shared__ float scratch[2][K::kScratch];
   constexpr bool kFixed = kThreadsPerRow > 0;
+  static_assert(!kPlain || (kFixed && kFit == RowFit::kExact), "plain: exact fixed kernels only");
   const int tpr = kFixed ? kThreadsPerRow : 1 << a.threads_per_row_log2;
   const int t = static_cast<int>(threadIdx.x) & (tpr - 1);
   const int parts_log2 = kSharedRows ? a.output_parts_log2 : 0;
@@ -588,10 +611,15 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // fp8 output only (RMSNorm, whose sum used scratch[0]).
   auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
   // The bounds-free kernels take the weight_after_cast branch once (finish_row).
-  constexpr bool kSplitTails = kFit != RowFit::kAny;
-  normalize_row_slice<K, kFit, kSplitTails, kItems, kWeightAtOutput>(
-      a, row, row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, t == 0 && part == 0,
-      writes_outputs);
+  constexpr OutputForm kForm = kPlain                 ? OutputForm::kPlain
+                               : kFit != RowFit::kAny ? OutputForm::kSplitTails
+                                                      : OutputForm::kFlagPerElement;
+  // The plain kernels drop the row predicate (true for every block of their grids): with it, the
+  // fused add measured 0.05-0.2 us slower; without it in the other kernels, RMSNorm's weight
+  // loads moved after its squares (bench/NOTES.md, "Norm v17").
+  normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput>(
+      a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max,
+      t == 0 && part == 0, writes_outputs);
   if (a.trigger_after_writes) allow_dependent_grids();
 }
 

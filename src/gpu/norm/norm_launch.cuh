@@ -41,19 +41,37 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
   return a.cols == covered && exact_kernel ? RowFit::kExact : RowFit::kWhole;
 }
 
+// Whether a call takes the plain form (OutputForm::kPlain) where K has it (norm_plain_call; a
+// zero offset comes as -0 from norm_api, which adds nothing in the general form either).
+inline bool plain_norm_call(const NormKernelArgs& a) {
+  return norm_plain_call(a.weight != nullptr, a.weight_offset, a.weight_after_cast,
+                         a.rstd != nullptr || a.mean != nullptr);
+}
+
 // The exact registers kernel of kItems groups per thread: with the row's thread count fixed at
-// compile time where the block holds one row of 128, 256 or 512 threads and K has those kernels.
+// compile time where the block holds one row of 128, 256 or 512 threads and K has those kernels,
+// and in the plain form where `plain` (plain_norm_call) and K has it (NormTraits::kPlainBuilt).
 template <class K, int kItems, bool kWeightAtOutput = false, bool kSharedRows = false>
-auto exact_registers_kernel(const NormConfig& cfg) {
+auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
   if constexpr (K::kFixedRowThreads && !kWeightAtOutput) {
     if (cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
+      auto fixed = [&](auto threads_tag) {
+        constexpr int kThreads = decltype(threads_tag)::value;
+        if constexpr (K::kPlainBuilt) {
+          if (plain) {
+            return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, kThreads,
+                                         true>;
+          }
+        }
+        return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, kThreads>;
+      };
       switch (cfg.threads_per_row) {
         case 128:
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, 128>;
+          return fixed(std::integral_constant<int, 128>{});
         case 256:
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, 256>;
+          return fixed(std::integral_constant<int, 256>{});
         case 512:
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, 512>;
+          return fixed(std::integral_constant<int, 512>{});
         default:
           break;
       }
@@ -69,7 +87,7 @@ auto exact_registers_kernel(const NormConfig& cfg) {
 // output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
 // for its kMaxItems.
 template <class K>
-auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
+auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
   if constexpr (!K::kFp8Out) {  // fp8 output takes no cluster path (launch_norm_kernel)
     if (cfg.path == NormConfig::Path::kCluster) {
@@ -85,20 +103,20 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg) {
     // Rows shared among blocks (NormConfig::output_parts): exact rows of one, two or four groups
     // per thread (launch_norm_kernel checks).
     if (cfg.output_parts > 1) {
-      if (cfg.items == 1) return exact_registers_kernel<K, 1, false, true>(cfg);
-      if (cfg.items == 2) return exact_registers_kernel<K, 2, false, true>(cfg);
-      return exact_registers_kernel<K, 4, false, true>(cfg);
+      if (cfg.items == 1) return exact_registers_kernel<K, 1, false, true>(cfg, plain);
+      if (cfg.items == 2) return exact_registers_kernel<K, 2, false, true>(cfg, plain);
+      return exact_registers_kernel<K, 4, false, true>(cfg, plain);
     }
   }
   if constexpr (kFull) {
-    if (fit == RowFit::kExact && cfg.items == 1) return exact_registers_kernel<K, 1>(cfg);
-    if (fit == RowFit::kExact && cfg.items == 2) return exact_registers_kernel<K, 2>(cfg);
+    if (fit == RowFit::kExact && cfg.items == 1) return exact_registers_kernel<K, 1>(cfg, plain);
+    if (fit == RowFit::kExact && cfg.items == 2) return exact_registers_kernel<K, 2>(cfg, plain);
     if (fit == RowFit::kExact && cfg.items == 4) {
       // The weight at the output: built for the fused add (not fp8), the one form it is for.
       if constexpr (K::kAdd && !K::kLayer && !K::kFp8Out) {
         if (cfg.weight_at_output) return norm_registers_kernel<K, RowFit::kExact, 4, true>;
       }
-      return exact_registers_kernel<K, 4>(cfg);
+      return exact_registers_kernel<K, 4>(cfg, plain);
     }
     if constexpr (odd_items_built(K::kLayer, K::kAdd)) {
       if (fit == RowFit::kExact && cfg.items == kNormOddItems) {
@@ -140,7 +158,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         std::to_string(kNormMaxOutputParts));
   }
   const int parts = cfg.output_parts;
-  auto kernel = pick_norm_kernel<K>(fit, cfg);
+  auto kernel = pick_norm_kernel<K>(fit, cfg, plain_norm_call(a));
   if (cluster_blocks > 8) {
     static std::atomic<bool> allowed[3][kMaxDevicesTracked];  // per RowFit: one kernel each
     std::atomic<bool>& done =
