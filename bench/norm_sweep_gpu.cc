@@ -73,7 +73,10 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   if (!shaped.ok()) return shaped;
 
   std::vector<NormConfig> configs;
-  auto add = [&](const NormConfig& c) {
+  // Registers-path variants take the plain kernels where the heuristic's config does.
+  auto add = [&](const NormConfig& config) {
+    NormConfig c = config;
+    if (c.path == NormConfig::Path::kRegisters) c.plain = heuristic.plain;
     for (const NormConfig& have : configs)
       if (have.to_string() == c.to_string()) return;
     configs.push_back(c);

@@ -287,6 +287,7 @@ TEST(NormConfig, PlainFormTakesPairsLateAtMidBatches) {
       EXPECT_TRUE(expect_registers_shape(s, 4096, rows, 256, 2).trigger_after_writes) << rows;
       EXPECT_TRUE(expect_registers_shape(s, 8192, rows, 512, 2).trigger_after_writes) << rows;
       EXPECT_TRUE(expect_registers_shape(s, 2048, rows, 128, 2).trigger_after_writes) << rows;
+      EXPECT_TRUE(expect_registers_shape(s, 4096, rows, 256, 2).plain) << rows;
     }
     for (const int64_t rows : {1, 32, 66, 265, 2048}) {
       NormShape general = s;
@@ -301,6 +302,9 @@ TEST(NormConfig, PlainFormTakesPairsLateAtMidBatches) {
         EXPECT_EQ(plain.items, other.items);
         EXPECT_EQ(plain.trigger_after_writes, other.trigger_after_writes);
         EXPECT_EQ(plain.output_parts, other.output_parts);
+        // The plain kernels up to twice as many rows as SMs.
+        EXPECT_EQ(plain.plain, rows <= 264);
+        EXPECT_FALSE(other.plain);
       }
     }
     // Rows that two groups per thread would spread over more than 512 threads.

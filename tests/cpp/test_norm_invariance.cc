@@ -142,8 +142,8 @@ struct LaunchShapeInputs {
 // for kNormOddItems where those cover the row exactly, which is what lets the GPU choose that
 // number from the batch size: each launch shape must give the same bits, as must the choices
 // that only move loads or the next launch (NormConfig::weight_at_output, trigger_after_writes) or
-// share a row's outputs among blocks (output_parts), and with each the plain form (a weight and
-// nothing else: OutputForm::kPlain, where built) against the general one (rstd asked for).
+// share a row's outputs among blocks (output_parts), and with each the plain kernels (a weight
+// and nothing else: NormConfig::plain, where built) against the general ones (rstd asked for).
 TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
@@ -204,8 +204,9 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               variants.back().trigger_after_writes = true;
             }
             for (size_t v = 0; v < 2 * variants.size(); ++v) {
-              const gpu::NormConfig& variant = variants[v / 2];
+              gpu::NormConfig variant = variants[v / 2];
               const bool stats = v % 2 == 1;
+              variant.plain = !stats;
               SCOPED_TRACE(variant.to_string() + (stats ? " with rstd" : ""));
               RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
               RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);

@@ -67,7 +67,8 @@ std::string NormConfig::to_string() const {
   if (path == Path::kRegisters) {
     s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
       << (trigger_after_writes ? ",trigger=late" : "") << (weight_at_output ? ",weight=late" : "")
-      << (output_parts > 1 ? ",parts=" + std::to_string(output_parts) : "") << ")";
+      << (output_parts > 1 ? ",parts=" + std::to_string(output_parts) : "")
+      << (plain ? ",plain" : "") << ")";
   } else if (path == Path::kCluster) {
     s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
       << ",items=" << items << ")";
@@ -269,6 +270,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
+    c.plain = shape.plain_form && shape.rows <= 2 * sm_count;
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large

@@ -51,6 +51,11 @@ struct NormConfig {
   // output overlaps an input (a block may still be reading what another writes: not in place),
   // and never with an fp8 output (a dynamic scale needs every y).
   int output_parts = 1;
+  // Registers path: take the plain kernels (OutputForm::kPlain: a weight and nothing else, the
+  // same bits as the general ones) where the call is plain and they are built. The heuristic sets
+  // it up to twice as many rows as SMs, where a call's time is mostly its instruction latency;
+  // at larger batches they measured 2-6% slower (bench/NOTES.md, "Norm v17").
+  bool plain = false;
 
   std::string to_string() const;
 };

@@ -158,7 +158,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         std::to_string(kNormMaxOutputParts));
   }
   const int parts = cfg.output_parts;
-  auto kernel = pick_norm_kernel<K>(fit, cfg, plain_norm_call(a));
+  auto kernel = pick_norm_kernel<K>(fit, cfg, cfg.plain && plain_norm_call(a));
   if (cluster_blocks > 8) {
     static std::atomic<bool> allowed[3][kMaxDevicesTracked];  // per RowFit: one kernel each
     std::atomic<bool>& done =
