@@ -313,6 +313,35 @@ TEST(NormConfig, PlainFormTakesPairsLateAtMidBatches) {
   }
 }
 
+// LayerNorm's plain form takes the plain kernels up to twice as many rows as SMs and keeps the
+// launch shapes and trigger of its other calls.
+TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
+  for (const bool add : {false, true}) {
+    NormShape s;  // 132 SMs, bf16
+    s.layer = true;
+    s.adds_residual = add;
+    s.min_blocks_per_sm = 2;
+    s.whole_groups = true;
+    s.outputs_apart = true;
+    for (const int64_t rows : {1, 32, 128, 264, 265, 2048}) {
+      for (const int64_t cols : {2048, 4096, 8192}) {
+        s.rows = rows;
+        s.cols = cols;
+        s.plain_form = false;
+        const NormConfig other = choose_norm_config(s);
+        s.plain_form = true;
+        const NormConfig plain = choose_norm_config(s);
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " " + plain.to_string());
+        EXPECT_EQ(plain.threads_per_row, other.threads_per_row);
+        EXPECT_EQ(plain.items, other.items);
+        EXPECT_EQ(plain.trigger_after_writes, other.trigger_after_writes);
+        EXPECT_EQ(plain.plain, rows <= 264);
+        EXPECT_FALSE(other.plain);
+      }
+    }
+  }
+}
+
 TEST(NormConfig, ShortRowsShareBlocks) {
   NormShape s;
   s.cols = 64;  // 8 groups of bf16

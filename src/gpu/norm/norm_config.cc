@@ -213,7 +213,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // [256, 8192] 2.95 -> 2.83; fused_add_rms_norm [256, 4096] 2.36 -> 2.25, [128, 4096] 1.83 ->
     // 1.74, [256, 8192] 3.80 -> 3.50, [128, 8192] 2.71 -> 2.53. Not at M = 32 (rms_norm [32, 8192]
     // 1.45 -> 1.67) nor past the bound (rms_norm [512, 8192] cold 10.14 -> 10.53 us).
-    const bool plain_mid = shape.plain_form && fills_gpu && !small_grid &&
+    const bool plain_mid = shape.plain_form && !shape.layer && fills_gpu && !small_grid &&
                            shape.rows <= 2 * sm_count &&
                            groups <= 2 * kMaxRegisterThreadsPerRow;
     if (fills_gpu && items > 2 &&

@@ -93,8 +93,8 @@ struct NormShape {
   // No output overlaps an input (out is not x; residual_out is not residual): what
   // NormConfig::output_parts needs.
   bool outputs_apart = false;
-  // The call takes the plain kernels where the launch fixes the row's thread count: RMSNorm (with
-  // or without the add) of 16-bit x in one dtype, no fp8 output, and norm_plain_call.
+  // The call takes the plain kernels where the launch fixes the row's thread count: 16-bit x in
+  // one dtype, no fp8 output, and norm_plain_call.
   bool plain_form = false;
 };
 

@@ -58,7 +58,7 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.outputs_apart = p.out != p.x && (!p.add_residual || p.residual_out != p.residual);
   const bool one_dtype = p.weight_dtype == p.x_dtype && p.source_dtype() == p.x_dtype;
   // What NormTraits::kPlainBuilt and plain_norm_call (norm_launch.cuh) decide for the kernel.
-  s.plain_form = !s.layer && !p.out_fp8 && one_dtype && dtype_size(p.x_dtype) == 2 &&
+  s.plain_form = !p.out_fp8 && one_dtype && dtype_size(p.x_dtype) == 2 &&
                  norm_plain_call(p.weight != nullptr, p.weight_offset, p.weight_after_cast,
                                  p.rstd != nullptr || p.mean != nullptr);
   s.min_blocks_per_sm = norm_min_blocks_per_sm(

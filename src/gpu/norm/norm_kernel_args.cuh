@@ -79,9 +79,9 @@ struct NormTraits {
   // (128, 256 and 512; norm_registers_kernel): the decode and mid-batch shapes of 16-bit rows,
   // where a call's time is mostly its instruction latency.
   static constexpr bool kFixedRowThreads = !kFp8Out && kSameDtypes && sizeof(TX_) == 2;
-  // And of those, RMSNorm's (with and without the add) also in the plain form (OutputForm::kPlain,
-  // plain_norm_call): the common call of a decode step, a weight and nothing else.
-  static constexpr bool kPlainBuilt = kFixedRowThreads && kKind_ == NormKind::kRms;
+  // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common
+  // call of a decode step, a weight (and LayerNorm's bias) and nothing else.
+  static constexpr bool kPlainBuilt = kFixedRowThreads;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;
