@@ -1,0 +1,209 @@
+// The norm kernels' per-group pieces: how one 16-byte group of a row, of the weight and of the bias
+// is loaded, turned into floats and stored, for the registers, cluster and staged kernels
+// (norm_kernel.cuh, norm_cluster_kernel.cuh, norm_staged_kernel.cuh). RowFit says what a kernel
+// knows about how its groups lie in the row, so that a group moves as one vector access where it
+// can. Device code only.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/common/vec_io.cuh"
+#include "gpu/norm/norm_fp8_output.cuh"
+#include "gpu/norm/norm_kernel_args.cuh"
+#include "gpu/platform.h"
+
+namespace fusekit::gpu {
+
+// h for one group: x (plus residual, rounded to TR, and written to residual_out when kAdd).
+// Loads for all inputs are issued before any store so that they overlap.
+template <class K>
+FUSEKIT_DEVICE void load_source(const NormKernelArgs& a, int64_t row, int64_t col,
+                                float (&h)[K::kGroup]) {
+  using TX = typename K::TX;
+  using TR = typename K::TR;
+  const int64_t n = a.cols;
+  load_group<TX, K::kGroup, K::kLoad>(static_cast<const TX*>(a.x) + row * a.x_stride, col, n, h);
+  if constexpr (K::kAdd) {
+    float r[K::kGroup];
+    load_group<TR, K::kGroup, K::kLoad>(
+        static_cast<const TR*>(a.residual) + row * a.residual_stride, col, n, r);
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) h[e] = round_to<TR>(h[e] + r[e]);
+    store_group<TR, K::kGroup, K::kLoad>(
+        static_cast<TR*>(a.residual_out) + row * a.residual_out_stride, col, n, h);
+  }
+}
+
+// Weight (with offset) and bias for one group; 1 and 0 where absent.
+template <class K>
+FUSEKIT_DEVICE void load_affine(const NormKernelArgs& a, int64_t col, float (&w)[K::kGroup],
+                                float (&b)[K::kGroup]) {
+  using TW = typename K::TW;
+  if (a.weight != nullptr) {
+    load_group<TW, K::kGroup, K::kLoad>(static_cast<const TW*>(a.weight), col, a.cols, w);
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) w[e] += a.weight_offset;
+  } else {
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) w[e] = 1.0f;
+  }
+  if (K::kLayer && a.bias != nullptr) {
+    load_group<TW, K::kGroup, K::kLoad>(static_cast<const TW*>(a.bias), col, a.cols, b);
+  } else {
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) b[e] = 0.0f;
+  }
+}
+
+// A bool known at compile time, for code that takes either a runtime or a constant flag.
+template <bool kValue>
+struct ConstantFlag {
+  FUSEKIT_DEVICE constexpr operator bool() const { return kValue; }
+};
+
+// y = ((h - mean) * rstd [rounded to TX when cast_first]) * w + b for one group. Hot callers
+// pass a constant, having branched on a.weight_after_cast once: tested per element, the flag
+// costs two issued instructions per element even when false.
+template <class K>
+FUSEKIT_DEVICE void output_values(bool cast_first, const float (&h)[K::kGroup],
+                                  const float (&w)[K::kGroup], const float (&b)[K::kGroup],
+                                  float mean, float rstd, float (&y)[K::kGroup]) {
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) {
+    float v = (h[e] - mean) * rstd;
+    if (cast_first) v = round_to<typename K::TX>(v);
+    y[e] = K::kLayer ? v * w[e] + b[e] : v * w[e];  // RMSNorm: no + 0 that would turn -0 to +0
+  }
+}
+
+// y stored to out (inverse_scale: fp8 output only).
+template <class K, typename Index>
+FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col,
+                                 const float (&h)[K::kGroup], const float (&w)[K::kGroup],
+                                 const float (&b)[K::kGroup], float mean, float rstd,
+                                 float inverse_scale) {
+  using TO = typename K::TO;
+  float y[K::kGroup];
+  output_values<K>(a.weight_after_cast, h, w, b, mean, rstd, y);
+  TO* out = static_cast<TO*>(a.out) + row * a.out_stride;
+  if constexpr (K::kFp8Out) {
+    store_packed<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols),
+                                          quantize_output<K>(y, inverse_scale));
+  } else {
+    store_group<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols), y);
+  }
+}
+
+// How a thread's groups lie in the row, known at compile time. The more a kernel knows, the fewer
+// bounds checks and predicates it carries, and the sooner a row's loads are in flight (one-row
+// calls 0.2-0.7 us faster, rms_norm [2048, 4096] 5%: bench/NOTES.md, "Norm v8").
+enum class RowFit {
+  // A partial last group, or accesses narrower than a group: bounds per element.
+  kAny,
+  // Every group of the row whole and every row 16-byte aligned (N a multiple of the group,
+  // kLoad == kGroup): a group moves as one vector access. A thread's later groups may lie past
+  // the row's end, or past `items`.
+  kWhole,
+  // Whole, and the row (or a cluster block's slice) is exactly threads x kItems groups: every
+  // group a thread holds lies in the row, so there are no bounds at all.
+  kExact,
+};
+
+// One 16-byte group of a row in its storage type: one vector access when the group is whole
+// (RowFit above), else load_group/store_group handle the partial last group and narrower accesses.
+template <class K, RowFit kFit, typename T>
+FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n) {
+  if constexpr (kFit != RowFit::kAny) {
+    Packed<T, K::kGroup> p;
+    p.load(row + col);
+    return p;
+  } else {
+    return load_group<T, K::kGroup, K::kLoad>(row, col, n);
+  }
+}
+
+template <class K, RowFit kFit, typename T>
+FUSEKIT_DEVICE void store_item(T* row, int col, int n, const Packed<T, K::kGroup>& p) {
+  if constexpr (kFit != RowFit::kAny) {
+    p.store(row + col);
+  } else {
+    store_packed<T, K::kGroup, K::kLoad>(row, col, n, p);
+  }
+}
+
+template <class K, RowFit kFit, typename T>
+FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGroup]) {
+  if constexpr (kFit != RowFit::kAny) {
+    Packed<T, K::kGroup> p;
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) p.elems[e] = from_float<T>(v[e]);
+    p.store(row + col);
+  } else {
+    store_group<T, K::kGroup, K::kLoad>(row, col, n, v);
+  }
+}
+
+// A group of `value` in T's storage.
+template <typename T, int G>
+FUSEKIT_DEVICE Packed<T, G> filled_group(float value) {
+  Packed<T, G> p;
+#pragma unroll
+  for (int e = 0; e < G; ++e) p.elems[e] = from_float<T>(value);
+  return p;
+}
+
+// Item `col` of a row in registers, packed in its storage type: x (from the row at x_row), and
+// the residual (r_row) in h when adding; zeros where `present` is false.
+template <class K, RowFit kFit>
+FUSEKIT_DEVICE void load_row_item(const typename K::TX* x_row, const typename K::TR* r_row,
+                                  int col, int n, bool present,
+                                  Packed<typename K::TX, K::kGroup>& x,
+                                  Packed<typename K::TR, K::kGroup>& h) {
+  if (present) {
+    x = load_item<K, kFit>(x_row, col, n);
+    if constexpr (K::kAdd) h = load_item<K, kFit>(r_row, col, n);
+  } else {
+    x = filled_group<typename K::TX, K::kGroup>(0.0f);
+    h = filled_group<typename K::TR, K::kGroup>(0.0f);
+  }
+}
+
+// The group at `col` of the weight, packed, or ones where there is none (exact in every float
+// dtype, with no offset: weight_offset_of), so that the outputs take one path whatever is present:
+// the branch is around the loads, not around each element's arithmetic. LayerNorm's bias likewise,
+// with zeros (RMSNorm: always zeros).
+template <class K, RowFit kFit>
+FUSEKIT_DEVICE Packed<typename K::TW, K::kGroup> weight_group(const typename K::TW* weight, int col,
+                                                             int n) {
+  return weight != nullptr ? load_item<K, kFit>(weight, col, n)
+                           : filled_group<typename K::TW, K::kGroup>(1.0f);
+}
+
+template <class K, RowFit kFit>
+FUSEKIT_DEVICE Packed<typename K::TW, K::kGroup> bias_group(const typename K::TW* bias, int col,
+                                                           int n) {
+  return K::kLayer && bias != nullptr ? load_item<K, kFit>(bias, col, n)
+                                      : filled_group<typename K::TW, K::kGroup>(0.0f);
+}
+
+FUSEKIT_DEVICE float weight_offset_of(const NormKernelArgs& a) {
+  return a.weight != nullptr ? a.weight_offset : 0.0f;
+}
+
+// Weight (offset added) and bias as floats from their packed groups (RMSNorm: bias zeros).
+template <class K>
+FUSEKIT_DEVICE void affine_values(const Packed<typename K::TW, K::kGroup>& w,
+                                  const Packed<typename K::TW, K::kGroup>& b, float weight_offset,
+                                  float (&wv)[K::kGroup], float (&bv)[K::kGroup]) {
+  to_floats(w, wv);
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) wv[e] += weight_offset;
+  if constexpr (K::kLayer) {
+    to_floats(b, bv);
+  } else {
+#pragma unroll
+    for (int e = 0; e < K::kGroup; ++e) bv[e] = 0.0f;
+  }
+}
+
+}  // namespace fusekit::gpu
