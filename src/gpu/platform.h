@@ -587,5 +587,24 @@ FUSEKIT_DEVICE uint16_t float_to_bf16_bits(float v) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 #endif
 }
+// Two floats rounded to nearest even and paired in one 32-bit word, lo in the low half (the
+// element order of memory): the same bits as the conversions above, one instruction on CUDA,
+// where rounding one at a time takes two and a third to pair them.
+FUSEKIT_DEVICE uint32_t floats_to_bf16_pair_bits(float lo, float hi) {
+#if FUSEKIT_PLATFORM_HIP
+  return float_to_bf16_bits(lo) | static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16;
+#else
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+#endif
+}
+FUSEKIT_DEVICE uint32_t floats_to_half_pair_bits(float lo, float hi) {
+#if FUSEKIT_PLATFORM_HIP
+  return float_to_half_bits(lo) | static_cast<uint32_t>(float_to_half_bits(hi)) << 16;
+#else
+  const __half2 pair = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+#endif
+}
 
 }  // namespace fusekit::gpu

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gpu/common/convert.cuh"
 
@@ -88,10 +89,43 @@ FUSEKIT_DEVICE Packed<T, kGroup> load_group(const T* row, Index col, Index n) {
   return v;
 }
 
+// Element e of p as a float. A bfloat16 element is the low or the high half of one of p's 32-bit
+// words, and its float is that word shifted or masked: one instruction, where converting the
+// 16-bit element takes an extract and a shift (and now and then a register move). The same bits;
+// on the normalization's short calls, whose time follows their instruction count, it removed
+// about a tenth of the instructions (bench/NOTES.md, "Norm v18").
+template <typename T, int kCount>
+FUSEKIT_DEVICE float element_float(const Packed<T, kCount>& p, int e) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    const uint32_t word = p.words[e / 2];
+    return __uint_as_float(e % 2 == 0 ? word << 16 : word & 0xFFFF0000u);
+  } else {
+    return to_float(p.elems[e]);
+  }
+}
+
 template <typename T, int kGroup>
 FUSEKIT_DEVICE void to_floats(const Packed<T, kGroup>& p, float (&v)[kGroup]) {
 #pragma unroll
-  for (int e = 0; e < kGroup; ++e) v[e] = to_float(p.elems[e]);
+  for (int e = 0; e < kGroup; ++e) v[e] = element_float(p, e);
+}
+
+// v rounded to T and packed; 16-bit types a pair of elements at a time (platform.h).
+template <typename T, int kCount>
+FUSEKIT_DEVICE Packed<T, kCount> pack_floats(const float (&v)[kCount]) {
+  Packed<T, kCount> p;
+  constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
+  if constexpr ((kBf16 || std::is_same_v<T, Half>) && kCount % 2 == 0) {
+#pragma unroll
+    for (int w = 0; w < kCount / 2; ++w) {
+      p.words[w] = kBf16 ? floats_to_bf16_pair_bits(v[2 * w], v[2 * w + 1])
+                         : floats_to_half_pair_bits(v[2 * w], v[2 * w + 1]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kCount; ++e) p.elems[e] = from_float<T>(v[e]);
+  }
+  return p;
 }
 
 // Loads elements [col, col + kGroup) of `row` as floats; elements at or past n become 0.

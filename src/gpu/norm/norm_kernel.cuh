@@ -127,10 +127,9 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     for (int i = 0; i < kItems; ++i) {
       float v[G];
 #pragma unroll
-      for (int e = 0; e < G; ++e) {
-        h[i].elems[e] = from_float<TR>(to_float(x[i].elems[e]) + to_float(h[i].elems[e]));
-        v[e] = to_float(h[i].elems[e]);
-      }
+      for (int e = 0; e < G; ++e) v[e] = element_float(x[i], e) + element_float(h[i], e);
+      h[i] = pack_floats<TR>(v);
+      to_floats(h[i], v);
       const int col = first_col + (t + i * tpr) * G;
       if (active && writes_outputs && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
     }
@@ -157,7 +156,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
         float v[G];
 #pragma unroll
         for (int e = 0; e < G; ++e) {
-          const float d = to_float(h[i].elems[e]) - centre;
+          const float d = element_float(h[i], e) - centre;
           // Unfused: where in_row is constant the compiler would fuse d * d into the tree's adds,
           // and not where it selects per element, so the kernels would differ in the last bits.
           v[e] = in_row(i, col, e) ? mul_unfused(d, d) : 0.0f;
@@ -183,7 +182,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       float v[G];
 #pragma unroll
       for (int e = 0; e < G; ++e) {
-        const float f = to_float(h[i].elems[e]);
+        const float f = element_float(h[i], e);
         v[e] = f * f;
       }
       part[i] = tree_sum(v);

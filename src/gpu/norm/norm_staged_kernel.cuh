@@ -24,7 +24,7 @@ FUSEKIT_DEVICE void reload_source(const NormKernelArgs& a, const typename K::TR*
     Packed<TR, G> p;
     p.load(stage + g * G);
 #pragma unroll
-    for (int e = 0; e < G; ++e) h[e] = to_float(p.elems[e]);
+    for (int e = 0; e < G; ++e) h[e] = element_float(p, e);
   } else {
     const TR* src = K::kAdd ? static_cast<const TR*>(a.residual_out) + row * a.residual_out_stride
                             : static_cast<const TR*>(a.x) + row * a.x_stride;
