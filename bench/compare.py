@@ -23,6 +23,7 @@ OP_MAP = {
     "fused_add_rms_norm_oop": "add_rms_norm",  # out of place, as the anchors' seed kernels are
     "layer_norm": "layer_norm",
     "fused_add_layer_norm": "add_layer_norm",  # bench/baselines.py's name; not in the anchors
+    "fused_add_layer_norm_oop": "add_layer_norm",
 }
 # Anchor implementations in the order shown; others found in the file follow.
 PREFERRED_IMPLS = ["seed_triton", "compile", "eager"]

@@ -29,6 +29,7 @@ enum class NormOp {
   kAddRmsOop,       // fused_add_rms_norm(out, residual_out, x, residual, weight)
   kLayer,           // layer_norm(out, x, weight, bias)
   kAddLayer,        // fused_add_layer_norm_inplace(x, residual, weight, bias)
+  kAddLayerOop,     // fused_add_layer_norm(out, residual_out, x, residual, weight, bias)
   // fp8 (e4m3fn) out, a dynamic per-row or a static scale; the fused-add forms update residual
   // in place (residual_out = residual).
   kRmsFp8,          // rms_norm_quant_fp8(out, scale, x, weight)

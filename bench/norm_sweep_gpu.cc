@@ -19,9 +19,12 @@ using detail::NormKind;
 using detail::NormProblem;
 using gpu::NormConfig;
 
-bool is_layer(NormOp op) { return op == NormOp::kLayer || op == NormOp::kAddLayer; }
+bool is_layer(NormOp op) {
+  return op == NormOp::kLayer || op == NormOp::kAddLayer || op == NormOp::kAddLayerOop;
+}
 bool adds(NormOp op) {
-  return op == NormOp::kAddRms || op == NormOp::kAddRmsOop || op == NormOp::kAddLayer;
+  return op == NormOp::kAddRms || op == NormOp::kAddRmsOop || op == NormOp::kAddLayer ||
+         op == NormOp::kAddLayerOop;
 }
 
 NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {

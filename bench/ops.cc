@@ -56,6 +56,9 @@ Status call_norm(const OpSpec& op, const OpArgs& a, Stream stream) {
       return layer_norm(a.t[kNormOut], x, w, b, kLayerEps, none, stream);
     case NormOp::kAddLayer:
       return fused_add_layer_norm_inplace(x, res, w, b, kLayerEps, none, stream);
+    case NormOp::kAddLayerOop:
+      return fused_add_layer_norm(a.t[kNormOut], a.t[kNormResidualOut], x, res, w, b, kLayerEps,
+                                  none, stream);
     case NormOp::kRmsFp8:
       return rms_norm_quant_fp8(fp8, rows, x, w, kRmsEps, e4m3fn, 0.0f, 0.0f, stream);
     case NormOp::kRmsFp8Static:
@@ -94,6 +97,8 @@ FamilySpec norm_family() {
   op("layer_norm", "layer_norm", o, x | w | b, NormOp::kLayer, norm_bytes<2, 2>);
   op("fused_add_layer_norm", "fused_add_layer_norm", 0, x | r | w | b, NormOp::kAddLayer,
      norm_bytes<4, 2>);
+  op("fused_add_layer_norm_oop", "fused_add_layer_norm", o | ro, x | r | w | b,
+     NormOp::kAddLayerOop, norm_bytes<4, 2>);
   // The fp8 forms, run on the same shapes as their plain op (no launch description or sweep).
   auto fp8_op = [&](const char* name, const char* shapes_name, uint32_t outs, uint32_t ins,
                     NormOp which, int64_t (*bytes)(int64_t, int64_t, int64_t)) {

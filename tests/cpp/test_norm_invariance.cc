@@ -150,7 +150,7 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n : {7, 769, 4096, 5120, 5125, 8192, 16384}) {
+        for (int64_t n : {7, 64, 769, 4096, 5120, 5125, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
@@ -191,6 +191,14 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               variants.push_back(config);
               variants.back().rows_per_block = 2;
               variants.back().block_threads = 2 * config.block_threads;
+            }
+            // Twice the threads the row needs, where a block holds them: slots or whole threads
+            // past the row, which the sums (and LayerNorm's merged moments) must leave out.
+            gpu::NormConfig wide;
+            if (items != gpu::kNormOddItems && 2 * threads <= gpu::kNormMaxThreads &&
+                gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, 2 * threads,
+                                      items, &wide)) {
+              variants.push_back(wide);
             }
             // Each row's outputs shared by two and four blocks that each read all of it (exact
             // rows of their own blocks only).

@@ -86,6 +86,106 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch) {
   return warp_sum<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
 }
 
+// The sum of a set of values and the sum of their squared deviations from its mean (m2).
+struct SumM2 {
+  float sum;
+  float m2;
+};
+
+// Two disjoint sets merged, of `count` values each (Chan, Golub and LeVeque's pairwise update):
+// sum = sum_a + sum_b, m2 = m2_a + m2_b + d^2 / (2 count) with d = sum_b - sum_a (the means' gap
+// is d / count); inv_two_count = 1 / (2 count), a power of two. Symmetric in a and b bit for bit
+// (-d * inv is -(d * inv) exactly), so both lanes of a butterfly get the same result; the
+// roundings are explicit, so that no kernel's compiler contracts them differently. d * inv first:
+// the term overflows only where m2 itself would.
+FUSEKIT_DEVICE SumM2 merge_equal_counts(const SumM2& a, const SumM2& b, float inv_two_count) {
+  const float d = b.sum - a.sum;
+  return {a.sum + b.sum, fmaf(d, mul_unfused(d, inv_two_count), a.m2 + b.m2)};
+}
+
+// log2 of a power of two, at compile time where v is known.
+__host__ __device__ constexpr int log2_of_power_of_two(int v) {
+  return v <= 1 ? 0 : 1 + log2_of_power_of_two(v / 2);
+}
+
+// floor(log2(v)) for v >= 1, at run time.
+FUSEKIT_DEVICE int floor_log2(int v) { return 31 - __clz(v); }
+
+// 2^k as a float, for -126 <= k <= 127: exact, from the exponent bits.
+FUSEKIT_DEVICE float exp2_int(int k) { return __uint_as_float(static_cast<uint32_t>(127 + k) << 23); }
+
+// The moments of a row of n = groups x G values (groups a power of two), combined over the same
+// tree as row_sum's: group indices from the highest bit down. Merging the two nodes that differ in
+// index bit b joins two sets of n / 2^(b+1) values each, or, where 2^b >= groups, a set with an
+// empty one (the node past the row), which leaves the set as it is. So the count of every merge
+// follows from b alone, the same for any thread count, and the result is that of one tree over
+// the row: bitwise the same whatever the launch shape, as row_sum's. Its sum is row_sum's total,
+// bit for bit, and m2 the sum of squares about the mean, without a second pass over the row: one
+// reduction (of two values) where LayerNorm took two. inv_n = 1 / n (exact: n is a power of two);
+// a merge at bit b takes inv_two_count = 2^b / n.
+//
+// fold_moments_high_first: the thread's slots v[0..kCount), slot i holding index first + i * stride
+// (stride a power of two, stride_log2 its log2), combined onto v[0].
+template <int kHalf, int kCount>
+FUSEKIT_DEVICE void fold_moments_high_first(SumM2 (&v)[kCount], int stride, int stride_log2,
+                                            int groups, float inv_n) {
+  if constexpr (kHalf > 0) {
+    constexpr int kHalfLog2 = log2_of_power_of_two(kHalf);
+    static_assert((1 << kHalfLog2) == kHalf, "fold_moments_high_first: a power of two");
+    if (kHalf * stride < groups) {  // uniform
+      const float inv_two_count = inv_n * exp2_int(stride_log2 + kHalfLog2);
+#pragma unroll
+      for (int i = 0; i < kHalf; ++i) v[i] = merge_equal_counts(v[i], v[i + kHalf], inv_two_count);
+    }
+    fold_moments_high_first<kHalf / 2>(v, stride, stride_log2, groups, inv_n);
+  }
+}
+
+// The moments over the `count` warps of a row (a power of two, 2 <= count <= kCount), each warp's
+// value for this lane kWarp floats apart in `sum` and `m2`.
+template <int kWarp, int kCount>
+FUSEKIT_DEVICE SumM2 fold_warp_moments(const float* sum, const float* m2, int count, int groups,
+                                       float inv_n) {
+  if constexpr (kCount > 2) {
+    if (count < kCount) return fold_warp_moments<kWarp, kCount / 2>(sum, m2, count, groups, inv_n);
+  }
+  SumM2 w[kCount];
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) w[i] = {sum[i * kWarp], m2[i * kWarp]};
+  fold_moments_high_first<kCount / 2>(w, kWarp, log2_of_power_of_two(kWarp), groups, inv_n);
+  return w[0];
+}
+
+// row_sum for moments (above): v is this thread's, its groups already merged; `groups` is the
+// row's (a power of two). Every thread of the row gets the row's. Scratch as row_sum's, one
+// buffer per value.
+template <int kWarp, int kMaxWarpsPerRow>
+FUSEKIT_DEVICE SumM2 row_moments(SumM2 v, int threads_per_row, int groups, float inv_n,
+                                 float* scratch_sum, float* scratch_m2) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  if (threads_per_row > kWarp) {
+    scratch_sum[threadIdx.x] = v.sum;
+    scratch_m2[threadIdx.x] = v.m2;
+    __syncthreads();
+    const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) + lane;
+    v = fold_warp_moments<kWarp, kMaxWarpsPerRow>(scratch_sum + column, scratch_m2 + column,
+                                                  threads_per_row / kWarp, groups, inv_n);
+  }
+  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    if (offset < lanes) {
+      const SumM2 other = {shfl_xor<kWarp>(v.sum, offset), shfl_xor<kWarp>(v.m2, offset)};
+      if (offset >= groups) {  // the higher node is past the row: the lower one's set
+        if (lane & offset) v = other;
+      } else {
+        v = merge_equal_counts(v, other, inv_n * static_cast<float>(offset));
+      }
+    }
+  }
+  return v;
+}
+
 // max(a, b) where NaN wins: with no NaN present the maximum of a set is the same bits in any
 // order, so it can be combined in whatever order a reduction likes.
 struct NanMax {

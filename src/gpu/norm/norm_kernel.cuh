@@ -56,14 +56,32 @@ namespace fusekit::gpu {
 // and centred squares from every slice's pair in one exchange.
 struct NoSliceMoments {
   static constexpr bool kUsed = false;
+  static constexpr bool kTree = false;
 };
 
 template <class SliceTotal, class Combine>
 struct SliceMoments {
   static constexpr bool kUsed = true;
+  static constexpr bool kTree = false;
   int slice_elems;  // elements of the row in this block's slice
   SliceTotal slice_total;
   Combine combine;
+};
+
+// The registers path's for rows of a power-of-two number of whole groups (norm_registers_kernel
+// says which kernels take them): each group's sum and squares about its mean (two passes over
+// registers), merged over the row's tree in one reduction, `reduce(v, groups, inv_n)`
+// (row_moments: the thread's merged groups in, the row's out), where the default takes two, the
+// mean's and then the squares' about it: one barrier and one chain of shuffles fewer, which is
+// what a short call waits on. Other rows take the default: their trees have nodes of unequal
+// counts, whose merges would each need a division.
+template <class ReduceMoments>
+struct TreeMoments {
+  static constexpr bool kUsed = false;
+  static constexpr bool kTree = true;
+  int groups;    // the row's, a power of two
+  int tpr_log2;  // log2 of the row's threads
+  ReduceMoments reduce;
 };
 
 // The mean that a slice of `elems` elements summing to `sum` centres its squares on; every block
@@ -165,12 +183,36 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       }
       return tree_sum(part);
     };
+    bool reduced = false;
     if constexpr (Moments::kUsed) {
       const float slice_sum = moments.slice_total(tree_sum(part), 0);
       const float slice_squares =
           moments.slice_total(squares_about(slice_centre(slice_sum, moments.slice_elems)), 1);
       moments.combine(slice_sum, slice_squares, &mean, &total);
-    } else {
+      reduced = true;
+    } else if constexpr (Moments::kTree) {
+      // Whole groups only (slots past the row hold zeros, which the tree leaves out).
+      SumM2 group[kItems];
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const float centre = part[i] * (1.0f / static_cast<float>(G));  // exact
+        float v[G];
+#pragma unroll
+        for (int e = 0; e < G; ++e) {
+          const float d = element_float(h[i], e) - centre;
+          v[e] = mul_unfused(d, d);
+        }
+        group[i] = {part[i], tree_sum(v)};
+      }
+      const int row_log2 = log2_of_power_of_two(G) + floor_log2(moments.groups);
+      const float inv_n = exp2_int(-row_log2);  // 1 / n, exact
+      fold_moments_high_first<kItems / 2>(group, tpr, moments.tpr_log2, moments.groups, inv_n);
+      const SumM2 row_moments = moments.reduce(group[0], moments.groups, inv_n);
+      mean = row_moments.sum * inv_n + 0.0f;  // the default's sum / n, bit for bit
+      total = row_moments.m2;
+      reduced = true;
+    }
+    if (!reduced) {
       // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
       // depend on how many zero slots the tree held.
       mean = reduce(tree_sum(part), 0) / static_cast<float>(n) + 0.0f;
@@ -288,11 +330,11 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
 template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput, class Reduce,
-          class ReduceMax>
+          class ReduceMax, class Moments>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
-                                        const ReduceMax& reduce_max, bool writes_stats,
-                                        bool writes_outputs) {
+                                        const ReduceMax& reduce_max, const Moments& moments,
+                                        bool writes_stats, bool writes_outputs, int weight_shift) {
   using TX = typename K::TX;
   using TW = typename K::TW;
   using TR = typename K::TR;
@@ -343,9 +385,14 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     if constexpr (kEarlyWeight) {
       // Every thread, writing or not: a condition here made ptxas branch around each item's
       // loads, x's too, where it predicates them otherwise (one-row calls 0.1-0.4 us slower).
+      // A thread that writes no outputs (shared rows) loads the weight and bias of a thread that
+      // does, weight_shift threads away, whose groups lie in the row wherever its own do (exact
+      // rows): the block then reads only its own part's weight and bias from L2, the rest
+      // hitting in L1. weight_shift is 0 elsewhere.
       if (in_row) {
-        w[i] = weight_item(col);
-        if constexpr (K::kLayer) b[i] = bias_item(col);
+        const int weight_col = col + weight_shift * G;
+        w[i] = weight_item(weight_col);
+        if constexpr (K::kLayer) b[i] = bias_item(weight_col);
       }
     }
   }
@@ -371,7 +418,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     }
   };
   finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                             reduce_max, writes_stats, NoSliceMoments{}, writes_outputs);
+                             reduce_max, writes_stats, moments, writes_outputs);
 }
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
@@ -389,8 +436,12 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 // constant offsets, which makes the short calls 2-10% faster (bench/NOTES.md, "Norm v16").
 // kPlain: the plain form (OutputForm::kPlain), built with a fixed thread count only, whose grid
 // holds exactly one block per row (and part), so that no thread lies past the last row either.
+// kPowerOfTwoRows (LayerNorm's kernels other than the exact ones): the rows are a power-of-two
+// number of whole groups, whose moments take one reduction (TreeMoments); a kernel of its own, so
+// that the others' code stays the default's alone.
 template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
-          bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false>
+          bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false,
+          bool kPowerOfTwoRows = false>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
@@ -419,6 +470,26 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   };
   // fp8 output only (RMSNorm, whose sum used scratch[0]).
   auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
+  // LayerNorm's moments in one reduction (TreeMoments) for rows of a power-of-two number of whole
+  // groups: the exact kernels' rows unless kItems is odd, and the other kernels' where
+  // kPowerOfTwoRows. Exact rows' groups are tpr x kItems, a constant where tpr is: then so is
+  // every merge's count, and no test for empty nodes remains.
+  auto reduce_moments = [&](SumM2 v, int groups, float inv_n) {
+    return row_moments<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, groups, inv_n, scratch[0],
+                                                     scratch[1]);
+  };
+  constexpr bool kTreeMoments =
+      K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);
+  const auto moments = [&] {
+    if constexpr (kTreeMoments) {
+      return TreeMoments<decltype(reduce_moments)>{
+          kFit == RowFit::kExact ? tpr * kItems : static_cast<int>(a.cols) / K::kGroup,
+          kFixed ? log2_of_power_of_two(kThreadsPerRow) : a.threads_per_row_log2,
+          reduce_moments};
+    } else {
+      return NoSliceMoments{};
+    }
+  }();
   // The bounds-free kernels take the weight_after_cast branch once (finish_row).
   constexpr OutputForm kForm = kPlain                 ? OutputForm::kPlain
                                : kFit != RowFit::kAny ? OutputForm::kSplitTails
@@ -426,9 +497,18 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // The plain kernels drop the row predicate (true for every block of their grids): with it, the
   // fused add measured 0.05-0.2 us slower; without it in the other kernels, RMSNorm's weight
   // loads moved after its squares (bench/NOTES.md, "Norm v17").
+  // With shared rows, the thread of the block's own part whose weight groups this one loads: the
+  // one at the same place in that part (itself where it writes; see normalize_row_slice). Not for
+  // RMSNorm alone, whose one-row calls measured 0.01-0.02 us slower with it (the fused add's and
+  // LayerNorm's 0.01-0.06 faster; bench/NOTES.md, "Norm v20").
+  int weight_shift = 0;
+  if constexpr (kSharedRows && (K::kAdd || K::kLayer)) {
+    const int part_threads = tpr >> parts_log2;
+    weight_shift = part * part_threads - (t & ~(part_threads - 1));
+  }
   normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput>(
-      a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max,
-      t == 0 && part == 0, writes_outputs);
+      a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments,
+      t == 0 && part == 0, writes_outputs, weight_shift);
   if (a.trigger_after_writes) allow_dependent_grids();
 }
 

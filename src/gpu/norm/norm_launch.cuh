@@ -49,8 +49,10 @@ inline bool plain_norm_call(const NormKernelArgs& a) {
 }
 
 // The exact registers kernel of kItems groups per thread: with the row's thread count fixed at
-// compile time where the block holds one row of 128, 256 or 512 threads and K has those kernels,
-// and in the plain form where `plain` (plain_norm_call) and K has it (NormTraits::kPlainBuilt).
+// compile time where the block holds one row of 128, 256 or 512 threads (LayerNorm's also of 64,
+// its large batches' shape at N = 2048 bf16, where the merges of its moments then unroll with
+// their counts known: 1.6% of that call) and K has those kernels, and in the plain form where
+// `plain` (plain_norm_call) and K has it (NormTraits::kPlainBuilt).
 template <class K, int kItems, bool kWeightAtOutput = false, bool kSharedRows = false>
 auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
   if constexpr (K::kFixedRowThreads && !kWeightAtOutput) {
@@ -66,6 +68,9 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
         return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, kThreads>;
       };
       switch (cfg.threads_per_row) {
+        case 64:
+          if constexpr (K::kLayer) return fixed(std::integral_constant<int, 64>{});
+          break;
         case 128:
           return fixed(std::integral_constant<int, 128>{});
         case 256:
@@ -85,9 +90,10 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 // 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's thread count
 // fixed (exact_registers_kernel), and the fused add's four-group one also with its weight at the
 // output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
-// for its kMaxItems.
+// for its kMaxItems. LayerNorm's other registers kernels come twice: for rows of a power-of-two
+// number of whole groups (`power_of_two_rows`: their moments in one reduction) and for the rest.
 template <class K>
-auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain) {
+auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_of_two_rows) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
   if constexpr (!K::kFp8Out) {  // fp8 output takes no cluster path (launch_norm_kernel)
     if (cfg.path == NormConfig::Path::kCluster) {
@@ -123,7 +129,20 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain) {
         return norm_registers_kernel<K, RowFit::kExact, kNormOddItems>;
       }
     }
-    if (fit != RowFit::kAny) return norm_registers_kernel<K, RowFit::kWhole>;
+    if (fit != RowFit::kAny) {
+      if constexpr (K::kLayer) {
+        if (power_of_two_rows) {
+          return norm_registers_kernel<K, RowFit::kWhole, K::kMaxItems, false, false, 0, false,
+                                       true>;
+        }
+      }
+      return norm_registers_kernel<K, RowFit::kWhole>;
+    }
+  }
+  if constexpr (K::kLayer) {
+    if (power_of_two_rows) {
+      return norm_registers_kernel<K, RowFit::kAny, K::kMaxItems, false, false, 0, false, true>;
+    }
   }
   return norm_registers_kernel<K, RowFit::kAny>;
 }
@@ -158,7 +177,11 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         std::to_string(kNormMaxOutputParts));
   }
   const int parts = cfg.output_parts;
-  auto kernel = pick_norm_kernel<K>(fit, cfg, cfg.plain && plain_norm_call(a));
+  const int64_t groups = a.cols / K::kGroup;
+  const bool power_of_two_rows =
+      a.cols % K::kGroup == 0 && groups > 0 && (groups & (groups - 1)) == 0;
+  auto kernel =
+      pick_norm_kernel<K>(fit, cfg, cfg.plain && plain_norm_call(a), power_of_two_rows);
   if (cluster_blocks > 8) {
     static std::atomic<bool> allowed[3][kMaxDevicesTracked];  // per RowFit: one kernel each
     std::atomic<bool>& done =
