@@ -112,7 +112,9 @@ __host__ __device__ constexpr int log2_of_power_of_two(int v) {
 FUSEKIT_DEVICE int floor_log2(int v) { return 31 - __clz(v); }
 
 // 2^k as a float, for -126 <= k <= 127: exact, from the exponent bits.
-FUSEKIT_DEVICE float exp2_int(int k) { return __uint_as_float(static_cast<uint32_t>(127 + k) << 23); }
+FUSEKIT_DEVICE float exp2_int(int k) {
+  return __uint_as_float(static_cast<uint32_t>(127 + k) << 23);
+}
 
 // The moments of a row of n = groups x G values (groups a power of two), combined over the same
 // tree as row_sum's: group indices from the highest bit down. Merging the two nodes that differ in
@@ -124,42 +126,48 @@ FUSEKIT_DEVICE float exp2_int(int k) { return __uint_as_float(static_cast<uint32
 // reduction (of two values) where LayerNorm took two. inv_n = 1 / n (exact: n is a power of two);
 // a merge at bit b takes inv_two_count = 2^b / n.
 //
+// kEmptyNodes: whether any node can lie past the row (threads x slots > groups); without, the
+// tests for it are left out.
+//
 // fold_moments_high_first: the thread's slots v[0..kCount), slot i holding index first + i * stride
 // (stride a power of two, stride_log2 its log2), combined onto v[0].
-template <int kHalf, int kCount>
+template <int kHalf, bool kEmptyNodes, int kCount>
 FUSEKIT_DEVICE void fold_moments_high_first(SumM2 (&v)[kCount], int stride, int stride_log2,
                                             int groups, float inv_n) {
   if constexpr (kHalf > 0) {
     constexpr int kHalfLog2 = log2_of_power_of_two(kHalf);
     static_assert((1 << kHalfLog2) == kHalf, "fold_moments_high_first: a power of two");
-    if (kHalf * stride < groups) {  // uniform
+    if (!kEmptyNodes || kHalf * stride < groups) {  // uniform
       const float inv_two_count = inv_n * exp2_int(stride_log2 + kHalfLog2);
 #pragma unroll
       for (int i = 0; i < kHalf; ++i) v[i] = merge_equal_counts(v[i], v[i + kHalf], inv_two_count);
     }
-    fold_moments_high_first<kHalf / 2>(v, stride, stride_log2, groups, inv_n);
+    fold_moments_high_first<kHalf / 2, kEmptyNodes>(v, stride, stride_log2, groups, inv_n);
   }
 }
 
 // The moments over the `count` warps of a row (a power of two, 2 <= count <= kCount), each warp's
 // value for this lane kWarp floats apart in `sum` and `m2`.
-template <int kWarp, int kCount>
+template <int kWarp, bool kEmptyNodes, int kCount>
 FUSEKIT_DEVICE SumM2 fold_warp_moments(const float* sum, const float* m2, int count, int groups,
                                        float inv_n) {
   if constexpr (kCount > 2) {
-    if (count < kCount) return fold_warp_moments<kWarp, kCount / 2>(sum, m2, count, groups, inv_n);
+    if (count < kCount) {
+      return fold_warp_moments<kWarp, kEmptyNodes, kCount / 2>(sum, m2, count, groups, inv_n);
+    }
   }
   SumM2 w[kCount];
 #pragma unroll
   for (int i = 0; i < kCount; ++i) w[i] = {sum[i * kWarp], m2[i * kWarp]};
-  fold_moments_high_first<kCount / 2>(w, kWarp, log2_of_power_of_two(kWarp), groups, inv_n);
+  fold_moments_high_first<kCount / 2, kEmptyNodes>(w, kWarp, log2_of_power_of_two(kWarp), groups,
+                                                   inv_n);
   return w[0];
 }
 
 // row_sum for moments (above): v is this thread's, its groups already merged; `groups` is the
 // row's (a power of two). Every thread of the row gets the row's. Scratch as row_sum's, one
 // buffer per value.
-template <int kWarp, int kMaxWarpsPerRow>
+template <int kWarp, int kMaxWarpsPerRow, bool kEmptyNodes>
 FUSEKIT_DEVICE SumM2 row_moments(SumM2 v, int threads_per_row, int groups, float inv_n,
                                  float* scratch_sum, float* scratch_m2) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -168,15 +176,16 @@ FUSEKIT_DEVICE SumM2 row_moments(SumM2 v, int threads_per_row, int groups, float
     scratch_m2[threadIdx.x] = v.m2;
     __syncthreads();
     const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) + lane;
-    v = fold_warp_moments<kWarp, kMaxWarpsPerRow>(scratch_sum + column, scratch_m2 + column,
-                                                  threads_per_row / kWarp, groups, inv_n);
+    v = fold_warp_moments<kWarp, kEmptyNodes, kMaxWarpsPerRow>(
+        scratch_sum + column, scratch_m2 + column, threads_per_row / kWarp, groups, inv_n);
   }
   const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
     if (offset < lanes) {
       const SumM2 other = {shfl_xor<kWarp>(v.sum, offset), shfl_xor<kWarp>(v.m2, offset)};
-      if (offset >= groups) {  // the higher node is past the row: the lower one's set
+      // Where the higher node is past the row, the lower one's set, as it is.
+      if (kEmptyNodes && offset >= groups) {
         if (lane & offset) v = other;
       } else {
         v = merge_equal_counts(v, other, inv_n * static_cast<float>(offset));

@@ -75,10 +75,11 @@ struct SliceMoments {
 // mean's and then the squares' about it: one barrier and one chain of shuffles fewer, which is
 // what a short call waits on. Other rows take the default: their trees have nodes of unequal
 // counts, whose merges would each need a division.
-template <class ReduceMoments>
+template <class ReduceMoments, bool kEmpty>
 struct TreeMoments {
   static constexpr bool kUsed = false;
   static constexpr bool kTree = true;
+  static constexpr bool kEmptyNodes = kEmpty;  // row_moments' (exact rows have none)
   int groups;    // the row's, a power of two
   int tpr_log2;  // log2 of the row's threads
   ReduceMoments reduce;
@@ -206,7 +207,8 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       }
       const int row_log2 = log2_of_power_of_two(G) + floor_log2(moments.groups);
       const float inv_n = exp2_int(-row_log2);  // 1 / n, exact
-      fold_moments_high_first<kItems / 2>(group, tpr, moments.tpr_log2, moments.groups, inv_n);
+      fold_moments_high_first<kItems / 2, Moments::kEmptyNodes>(group, tpr, moments.tpr_log2,
+                                                                moments.groups, inv_n);
       const SumM2 row_moments = moments.reduce(group[0], moments.groups, inv_n);
       mean = row_moments.sum * inv_n + 0.0f;  // the default's sum / n, bit for bit
       total = row_moments.m2;
@@ -475,14 +477,14 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // kPowerOfTwoRows. Exact rows' groups are tpr x kItems, a constant where tpr is: then so is
   // every merge's count, and no test for empty nodes remains.
   auto reduce_moments = [&](SumM2 v, int groups, float inv_n) {
-    return row_moments<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, groups, inv_n, scratch[0],
-                                                     scratch[1]);
+    return row_moments<K::kWarp, K::kMaxWarpsPerRow, kFit != RowFit::kExact>(
+        v, tpr, groups, inv_n, scratch[0], scratch[1]);
   };
   constexpr bool kTreeMoments =
       K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);
   const auto moments = [&] {
     if constexpr (kTreeMoments) {
-      return TreeMoments<decltype(reduce_moments)>{
+      return TreeMoments<decltype(reduce_moments), kFit != RowFit::kExact>{
           kFit == RowFit::kExact ? tpr * kItems : static_cast<int>(a.cols) / K::kGroup,
           kFixed ? log2_of_power_of_two(kThreadsPerRow) : a.threads_per_row_log2,
           reduce_moments};
