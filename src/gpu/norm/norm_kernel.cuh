@@ -21,8 +21,10 @@
 // access, adapts to alignment without changing what is summed in which order. Results are
 // therefore bitwise identical at any alignment and for any number of rows in the launch.
 //
-// Numerics. Sums in float32; LayerNorm subtracts the mean before squaring (two passes over data
-// already on chip). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
+// Numerics. Sums in float32; LayerNorm never squares about zero: each group's squares are taken
+// about its own mean and merged pairwise up the row's tree (TreeMoments, for rows of a power-of-two
+// number of whole groups: one reduction), or about the row's mean once a first reduction has it
+// (other rows: two). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
 //
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
 // out's dtype is quantized instead, as core/fp8.h says: by a static scale read from device memory,
