@@ -1,11 +1,13 @@
-// Sums across the threads that share a row, for any warp size.
+// Sums (and LayerNorm's moments: row_moments) across the threads that share a row, for any warp
+// size.
 //
 // A row is handled by `threads_per_row` consecutive threads of a block, a power of two. The sum
 // combines thread indices from the highest bit to the lowest: warps first (through shared
 // memory), then lanes (xor shuffles, which leave the bitwise-same total in every lane). Because
 // thread t holds groups t, t + T, t + 2T, ... of its row, that is the same tree over the row's
 // groups, highest index bit first, whatever T is (see norm_kernel.cuh). Results are deterministic
-// and independent of how many rows a launch holds. The warp size is a template parameter (32 on NVIDIA and AMD RDNA, 64 on AMD CDNA).
+// and independent of how many rows a launch holds. The warp size is a template parameter (32 on
+// NVIDIA and AMD RDNA, 64 on AMD CDNA).
 #pragma once
 
 #include "gpu/platform.h"
