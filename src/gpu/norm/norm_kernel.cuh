@@ -186,13 +186,11 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       }
       return tree_sum(part);
     };
-    bool reduced = false;
     if constexpr (Moments::kUsed) {
       const float slice_sum = moments.slice_total(tree_sum(part), 0);
       const float slice_squares =
           moments.slice_total(squares_about(slice_centre(slice_sum, moments.slice_elems)), 1);
       moments.combine(slice_sum, slice_squares, &mean, &total);
-      reduced = true;
     } else if constexpr (Moments::kTree) {
       // Whole groups only (slots past the row hold zeros, which the tree leaves out).
       SumM2 group[kItems];
@@ -214,9 +212,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       const SumM2 row_moments = moments.reduce(group[0], moments.groups, inv_n);
       mean = row_moments.sum * inv_n + 0.0f;  // the default's sum / n, bit for bit
       total = row_moments.m2;
-      reduced = true;
-    }
-    if (!reduced) {
+    } else {
       // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
       // depend on how many zero slots the tree held.
       mean = reduce(tree_sum(part), 0) / static_cast<float>(n) + 0.0f;
