@@ -136,24 +136,34 @@ FUSEKIT_DEVICE void load_group(const T* row, Index col, Index n, float (&v)[kGro
 
 // Stores p to elements [col, col + kGroup) of `row`, skipping those at or past n, in accesses of
 // kLoad elements.
+// Bytes (fp8 codes) are read out of p's 32-bit words: had the byte view of the union been read
+// here, the compiler would keep every byte of p apart, and rebuild the words even for the whole
+// group's store.
 template <typename T, int kGroup, int kLoad, typename Index>
 FUSEKIT_DEVICE void store_packed(T* row, Index col, Index n, const Packed<T, kGroup>& p) {
   if (col + kGroup <= n && kLoad == kGroup) {
     p.store(row + col);
     return;
   }
+  auto element = [&](int e) -> T {
+    if constexpr (sizeof(T) == 1) {
+      return static_cast<T>(p.words[e / 4] >> (8 * (e % 4)));
+    } else {
+      return p.elems[e];
+    }
+  };
 #pragma unroll
   for (int s = 0; s < kGroup; s += kLoad) {
     const Index c = col + s;
     if (c + kLoad <= n) {
       Packed<T, kLoad> q;
 #pragma unroll
-      for (int e = 0; e < kLoad; ++e) q.elems[e] = p.elems[s + e];
+      for (int e = 0; e < kLoad; ++e) q.elems[e] = element(s + e);
       q.store(row + c);
     } else {
 #pragma unroll
       for (int e = 0; e < kLoad; ++e) {
-        if (c + e < n) row[c + e] = p.elems[s + e];
+        if (c + e < n) row[c + e] = element(s + e);
       }
     }
   }
