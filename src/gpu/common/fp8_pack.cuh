@@ -1,9 +1,8 @@
 // Quantization of a group of float32 values to fp8 codes on the GPU, shared by every kernel with
 // an fp8 output: code = fp8(v * inverse_scale) (core/fp8.h's fp8_quantize), converted by the
-// hardware (two codes per conversion) where it has the exact same rule (e4m3fn on CUDA sm_89+,
-// platform.h)
-// and by core/fp8.h's integer conversion otherwise. Either way the codes equal the CPU
-// reference's bit for bit.
+// hardware (two codes per conversion, four into each 32-bit word) where it has the exact same
+// rule (e4m3fn on CUDA sm_89+, platform.h) and by core/fp8.h's integer conversion otherwise.
+// Either way the codes equal the CPU reference's bit for bit.
 #pragma once
 
 #include <cstdint>

@@ -135,10 +135,9 @@ FUSEKIT_DEVICE void load_group(const T* row, Index col, Index n, float (&v)[kGro
 }
 
 // Stores p to elements [col, col + kGroup) of `row`, skipping those at or past n, in accesses of
-// kLoad elements.
-// Bytes (fp8 codes) are read out of p's 32-bit words: had the byte view of the union been read
-// here, the compiler would keep every byte of p apart, and rebuild the words even for the whole
-// group's store.
+// kLoad elements. Bytes (fp8 codes) are read out of p's 32-bit words: had the byte view of the
+// union been read here, the compiler would keep every byte of p apart, and rebuild the words even
+// for the whole group's store.
 template <typename T, int kGroup, int kLoad, typename Index>
 FUSEKIT_DEVICE void store_packed(T* row, Index col, Index n, const Packed<T, kGroup>& p) {
   if (col + kGroup <= n && kLoad == kGroup) {
