@@ -178,16 +178,26 @@ def test_eager_fp8_quantization_is_bit_exact(device, gen, act, format):
         assert torch.equal(s.view(torch.int32), es.view(torch.int32)), (act, format, bound)
 
 
+def _fp8_steps(q):
+    """The fp8 codes of q as signed step counts from zero (sign and magnitude bits), so that codes
+    one step apart differ by one across zero too, and +0 and -0 are the same point."""
+    c = q.view(torch.uint8).int()
+    return torch.where(c >= 0x80, -(c & 0x7F), c)
+
+
 def test_random_inputs_quantize_alike_in_eager_and_compiled(device, gen):
     # Ordinary gates: the activations agree within an ulp or two, so the codes within one step.
+    # Where gelu underflows torch's CPU kernels may return 0 for a tiny value (seen with AVX2 at
+    # g = -7.6, where gelu is -1.2e-13), so y is -0 there against fusekit's tiny positive y: the
+    # same zero code with the other sign, which the step counts treat as equal.
     x = randn((8, 2 * 1024), torch.bfloat16, device, gen, scale=3.0)
     for act in ACTS:
         for format, (fp8, _) in FORMATS.items():
             q, s = fn(act, True)(x, format=format)
             eq, es = _eager.act_and_mul_quant_fp8(act, *split(x), fp8)
             assert torch.allclose(s, es, rtol=1e-6, atol=0)
-            codes = (q.view(torch.uint8).int() - eq.view(torch.uint8).int()).abs()
-            assert codes.max() <= 1
+            assert torch.equal(q.float().isnan(), eq.float().isnan())
+            assert (_fp8_steps(q) - _fp8_steps(eq)).abs().max() <= 1
 
 
 @pytest.mark.parametrize("call, error, message", [
