@@ -270,6 +270,80 @@ TEST(ActConfig, ShortRowsShareBlocks) {
   EXPECT_EQ(choose_act_elementwise_config(s, true).threads_per_row, 4);
 }
 
+// The compact forward kernel takes a launch only where its shortcuts hold: 16-byte accesses and
+// 32-bit offsets into every tensor (the layout), one group per thread, every row in one pass and
+// whole groups (the configuration).
+TEST(ActConfig, CompactForwardOnlyWhereItsShortcutsHold) {
+  // The layout: (rows - 1) * stride + N must stay below 2^31 in every tensor.
+  constexpr int64_t kLimit = (int64_t{1} << 31) - 1;
+  const int64_t rows = kLimit / 8192 + 1;  // rows * 8192 past the bound, (rows - 1) * 8192 + 4096 not
+  EXPECT_TRUE(act_layout_admits_compact(rows, 4096, true, 8192));
+  EXPECT_FALSE(act_layout_admits_compact(rows, 4096, true, 8193));
+  EXPECT_FALSE(act_layout_admits_compact(rows, 4096, false, 8192));  // narrower accesses
+  EXPECT_TRUE(act_layout_admits_compact(1, 4096, true, int64_t{1} << 40));  // one row: no stride
+  EXPECT_TRUE(act_layout_admits_compact(0, 4096, true, 8192));
+  EXPECT_FALSE(act_layout_admits_compact(1, kLimit + 1, true, kLimit + 1));
+
+  ActShape s = device_shape(0);
+  s.compact_layout = true;
+  for (int64_t m : {1, 32, 256, 16384}) {
+    for (int64_t n : {14336, 11008, 4100, 4098, 14335}) {
+      s.rows = m;
+      s.cols = n;
+      const ActElementwiseConfig c = choose_act_elementwise_config(s, false);
+      SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " " + c.to_string());
+      EXPECT_EQ(act_forward_is_compact(c, s), n % c.group_elems == 0);
+      ActShape general = s;
+      general.compact_layout = false;
+      EXPECT_FALSE(act_forward_is_compact(c, general));
+    }
+  }
+  // Threads that loop over the rows or take two groups each are the general kernel's.
+  s.rows = 16384;
+  s.cols = 14336;
+  ActElementwiseConfig looping = choose_act_elementwise_config(s, false);
+  ASSERT_TRUE(act_forward_is_compact(looping, s));
+  looping.rows_per_pass = s.rows / 2;
+  EXPECT_FALSE(act_forward_is_compact(looping, s));
+  ActElementwiseConfig two = choose_act_elementwise_config(s, false);
+  two.unroll = 2;
+  EXPECT_FALSE(act_forward_is_compact(two, s));
+}
+
+// Batches that do not fill the GPU take 256-thread blocks and trigger the next grid after their
+// writes when the compact kernel runs them; the general kernel keeps its small-batch shapes.
+TEST(ActConfig, CompactForwardShapesAtSmallBatches) {
+  for (int64_t m : {4, 8, 32, 37, 38, 64, 128}) {
+    ActShape s = device_shape(0);
+    s.cols = 14336;  // bf16: 1792 groups, so 151 rows fill the GPU (2048 groups per SM)
+    s.rows = m;
+    s.compact_layout = true;
+    const ActElementwiseConfig c = choose_act_elementwise_config(s, false);
+    SCOPED_TRACE("m=" + std::to_string(m) + " " + c.to_string());
+    ASSERT_TRUE(act_forward_is_compact(c, s));
+    EXPECT_EQ(c.group_elems, m <= 37 ? 4 : 8);  // the same narrow-group rule
+    EXPECT_EQ(c.block_threads, kActElementwiseThreads);
+    EXPECT_TRUE(c.trigger_after_writes);
+    s.compact_layout = false;
+    const ActElementwiseConfig g = choose_act_elementwise_config(s, false);
+    EXPECT_EQ(g.group_elems, c.group_elems);
+    // (narrow groups in 256-thread blocks past one 128-thread block per SM, M > 9)
+    EXPECT_EQ(g.block_threads,
+              m > 9 && m <= 37 ? kActElementwiseThreads : kActSmallBatchThreads);
+    EXPECT_FALSE(g.trigger_after_writes);
+  }
+  ActShape s = device_shape(0);
+  s.cols = 14336;
+  s.compact_layout = true;
+  s.rows = 1;  // one row: the two-warp blocks, as for the general kernel
+  EXPECT_EQ(choose_act_elementwise_config(s, false).block_threads, kActTinyBatchThreads);
+  s.rows = 2048;  // a batch that fills the GPU: the trigger at the start
+  const ActElementwiseConfig big = choose_act_elementwise_config(s, false);
+  EXPECT_EQ(big.block_threads, kActElementwiseThreads);
+  EXPECT_FALSE(big.trigger_after_writes);
+  EXPECT_FALSE(choose_act_elementwise_config(s, true).trigger_after_writes);  // backward
+}
+
 TEST(ActConfig, QuantStagesRowsOnChipUntilTheyDoNotFit) {
   ActShape s = device_shape(0);
   s.max_cluster_blocks = 1;  // the one-block-per-row path (DecodeSteps... covers clusters)

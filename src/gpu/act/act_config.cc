@@ -81,18 +81,29 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
   // N = 11008 and 14336; at M = 16, where they are several per SM, 0.1-0.3 us more.
   const bool tiny_blocks =
       narrow && 2 * row_groups_total <= int64_t{shape.sm_count} * kActTinyBatchThreads;
+  const int group = narrow ? shape.group_elems / 2 : shape.group_elems;
+  // The compact kernel (whole groups, 32-bit offsets: act_forward_is_compact) spends about half
+  // the instructions per thread of the general one, and its best shapes differ: on an H100
+  // (bench/NOTES.md, "Gated activations v18"; sweeps of M = 8-128 at N = 11008 and 14336, all
+  // three activations) 256-thread blocks with the next grid triggered after the writes were
+  // within 0-8% of the best of 26 shapes at every batch that does not fill the GPU, and
+  // 0.1-0.9 us faster than the general kernel's shapes (gelu [32, 14336] 1.59 -> 1.42 us), while
+  // the general kernel with those shapes lost up to 0.2 us at M = 16-32.
+  const bool compact =
+      !backward && !two_groups && shape.compact_layout && shape.cols % group == 0;
   const int block = tiny_blocks    ? kActTinyBatchThreads
+                    : compact      ? kActElementwiseThreads
                     : small_blocks ? kActSmallBatchThreads
                                    : kActElementwiseThreads;
   ActElementwiseConfig c;
-  make_act_elementwise_config(shape, backward, narrow ? shape.group_elems / 2 : shape.group_elems,
-                              block, &c);
+  make_act_elementwise_config(shape, backward, group, block, &c);
   // The forward op's grids of at most half as many blocks as SMs let the next grid launch after
   // their writes. On an H100 (bench/NOTES.md, "Gated activations v15"), graph replay of M = 1
   // (43-56 blocks) 1.16-1.20 -> 1.00-1.01 us for all three activations at N = 11008 and 14336;
   // M = 2 (86-112 blocks) level or up to 0.04 us slower, M = 32 0.07-0.13 us slower, so the
-  // early trigger stays for the rest.
-  c.trigger_after_writes = !backward && 2 * c.grid <= shape.sm_count;
+  // general kernel's other grids trigger at their start. The compact kernel triggers after its
+  // writes at every batch that does not fill the GPU (above).
+  c.trigger_after_writes = !backward && (2 * c.grid <= shape.sm_count || (compact && !fills_gpu));
   return c;
 }
 
@@ -124,6 +135,20 @@ bool make_act_elementwise_config(const ActShape& shape, bool backward, int group
   c.grid = ceil_div(c.active_threads, c.block_threads);
   *config = c;
   return true;
+}
+
+bool act_layout_admits_compact(int64_t rows, int64_t cols, bool widest_access,
+                               int64_t largest_row_stride) {
+  constexpr int64_t kMaxOffset = (int64_t{1} << 31) - 1;
+  rows = std::max<int64_t>(rows, 1);
+  if (!widest_access || cols < 1 || cols > kMaxOffset || largest_row_stride < 0) return false;
+  // (rows - 1) * stride + cols <= kMaxOffset, without overflowing int64.
+  return rows == 1 || largest_row_stride <= (kMaxOffset - cols) / (rows - 1);
+}
+
+bool act_forward_is_compact(const ActElementwiseConfig& c, const ActShape& shape) {
+  return shape.compact_layout && c.unroll == 1 &&
+         c.rows_per_pass >= std::max<int64_t>(shape.rows, 1) && shape.cols % c.group_elems == 0;
 }
 
 bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config) {

@@ -65,6 +65,9 @@ struct ActShape {
   int max_threads_per_sm = 2048;
   int max_cluster_blocks = 1;  // 1: no clusters
   int64_t max_smem_per_block = 48 * 1024;  // bytes, with the opt-in
+  // Forward op: whether the call's tensors admit the compact kernel (act_layout_admits_compact),
+  // whose launch shapes differ at small batches (act_config.cc).
+  bool compact_layout = false;
 };
 
 // One-block quantizing kernel: the groups each thread computes (y staged in shared memory), and
@@ -113,6 +116,15 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
 bool make_act_elementwise_config(const ActShape& shape, bool backward, int group_elems,
                                  int block_threads, ActElementwiseConfig* config);
 ActQuantConfig choose_act_quant_config(const ActShape& shape);
+// Whether the tensors of a forward call can be read and written by the compact kernel
+// (act_kernel.cuh's act_forward_compact_kernel): 16-byte aligned accesses (`widest_access`) and
+// every element within 2^31 - 1 elements of its tensor's base ((rows - 1) * largest_row_stride +
+// N), so that its offsets fit 32 bits. The caller stores the answer in ActShape::compact_layout.
+bool act_layout_admits_compact(int64_t rows, int64_t cols, bool widest_access,
+                               int64_t largest_row_stride);
+// Whether the forward op with configuration c takes the compact kernel: a layout that admits it,
+// one group per thread, every row in one pass, and whole groups (N a multiple of c.group_elems).
+bool act_forward_is_compact(const ActElementwiseConfig& c, const ActShape& shape);
 // The heuristic's two kinds of quantizing configuration, also for the benchmark's sweep: rows
 // split over a cluster at `items` groups per thread (false where that takes fewer than two
 // blocks, more than the cluster limit, or items is not 1, 2 or 4), and one block per row.

@@ -31,13 +31,25 @@ ActShape shape_of(int64_t rows, int64_t cols, DType dtype, const DeviceInfo& inf
   return shape;
 }
 
+// The heuristic's view of launch l: the shape and device, and for the forward op whether its
+// tensors admit the compact kernel.
+ActShape launch_shape(const ActLaunch& l, const DeviceInfo& info) {
+  ActShape shape = shape_of(l.args.rows, l.args.cols, l.dtype, info);
+  shape.compact_layout =
+      l.kind == ActKernelKind::kForward &&
+      act_layout_admits_compact(l.args.rows, l.args.cols,
+                                l.load == 16 / static_cast<int>(dtype_size(l.dtype)),
+                                std::max({l.args.gate_stride, l.args.up_stride, l.args.out_stride}));
+  return shape;
+}
+
 Status run(ActLaunch& l, Activation act, int device,
            const ActLaunchOverrides& overrides = ActLaunchOverrides{}) {
   DeviceGuard guard(device);
   DeviceInfo info;
   const ErrorCode e = query_device_info(device, &info);
   if (e != kSuccess) return status_from("act_and_mul: querying the device", e);
-  const ActShape shape = shape_of(l.args.rows, l.args.cols, l.dtype, info);
+  const ActShape shape = launch_shape(l, info);
   if (l.kind == ActKernelKind::kQuantFp8) {
     l.quant = overrides.quant != nullptr ? *overrides.quant : choose_act_quant_config(shape);
     l.args.cluster_blocks = l.quant.cluster_blocks;
@@ -54,6 +66,7 @@ Status run(ActLaunch& l, Activation act, int device,
     l.args.active_threads = static_cast<uint32_t>(l.elementwise.active_threads);
     l.args.rows_per_pass = l.elementwise.rows_per_pass;
     l.args.trigger_after_writes = l.elementwise.trigger_after_writes ? 1 : 0;
+    l.compact = l.kind == ActKernelKind::kForward && act_forward_is_compact(l.elementwise, shape);
   }
   l.warp_size = info.warp_size;
   l.device = device;
@@ -95,7 +108,7 @@ Status act_shape_of(const detail::ActProblem& p, ActShape* shape) {
   DeviceInfo info;
   const ErrorCode e = query_device_info(p.device.index, &info);
   if (e != kSuccess) return status_from("act_and_mul: querying the device", e);
-  *shape = shape_of(p.rows, p.cols, p.dtype, info);
+  *shape = launch_shape(forward_launch(p, nullptr), info);
   return Status();
 }
 

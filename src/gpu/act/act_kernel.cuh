@@ -144,6 +144,22 @@ struct ActInputs {
   }
 };
 
+// y = act(gate) * up for one group of loaded inputs, with the primitives of Ops: ForwardOps<T>
+// for the plain op, detail::Fp8Ops for the quantizing kernels.
+template <class K, class Ops>
+FUSEKIT_DEVICE void group_values(const Packed<typename K::T, K::kGroup>& g,
+                                 const Packed<typename K::T, K::kGroup>& u,
+                                 float (&y)[K::kGroup]) {
+  constexpr int G = K::kGroup;
+  float gf[G], uf[G];
+  to_floats(g, gf);
+  to_floats(u, uf);
+#pragma unroll
+  for (int e = 0; e < G; ++e) {
+    y[e] = ActMath<K::kAct>::template value<Ops>(gf[e]) * uf[e];
+  }
+}
+
 // The math and stores of one row's groups for one thread.
 template <class K, int kUnroll, bool kBackward>
 FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int64_t first_col,
@@ -156,11 +172,10 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
   for (int i = 0; i < kUnroll; ++i) {
     const int64_t col = first_col + i * col_step;
     if (col >= n) continue;
-    float gf[G], uf[G];
-    to_floats(in.g[i], gf);
-    to_floats(in.u[i], uf);
     if constexpr (kBackward) {
-      float dyf[G], dg[G], du[G];
+      float gf[G], uf[G], dyf[G], dg[G], du[G];
+      to_floats(in.g[i], gf);
+      to_floats(in.u[i], uf);
       to_floats(in.dy[i], dyf);
 #pragma unroll
       for (int e = 0; e < G; ++e) {
@@ -172,10 +187,7 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
                                   du);
     } else {
       float y[G];
-#pragma unroll
-      for (int e = 0; e < G; ++e) {
-        y[e] = ActMath<K::kAct>::template value<ForwardOps<T>>(gf[e]) * uf[e];
-      }
+      group_values<K, ForwardOps<T>>(in.g[i], in.u[i], y);
       store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, y);
     }
   }
@@ -218,20 +230,35 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
   if (a.trigger_after_writes) allow_dependent_grids();
 }
 
-// y = act(gate) * up for one group of loaded inputs, with the fp8 forms' math (the quantizing
-// kernels' only use).
+// The forward op where the launch is simple (act_forward_is_compact, act_config.h): one group per
+// thread and every row at once, whole groups only (N a multiple of the group), accesses of the
+// whole group, and every element of gate, up and out within 2^31 of its tensor's start. Then a
+// thread's work is its (row, column) from one division, three 32-bit offsets, two loads, the math
+// and one store: no bounds, no row loop, no 64-bit index arithmetic. The general kernel spends
+// about as many instructions on those as on the math of an 8-byte group, and at decode sizes the
+// SMs' issue rate is what the call waits on (bench/NOTES.md, "Gated activations v18"). The values
+// are the general kernel's, bit for bit.
 template <class K>
-FUSEKIT_DEVICE void group_values(const Packed<typename K::T, K::kGroup>& g,
-                                 const Packed<typename K::T, K::kGroup>& u,
-                                 float (&y)[K::kGroup]) {
+__global__ void __launch_bounds__(kActElementwiseThreads, elementwise_min_blocks_per_sm<K>(false))
+    act_forward_compact_kernel(ActKernelArgs a) {
+  static_assert(K::kLoad == K::kGroup, "the compact kernel moves whole groups");
+  using T = typename K::T;
   constexpr int G = K::kGroup;
-  float gf[G], uf[G];
-  to_floats(g, gf);
-  to_floats(u, uf);
-#pragma unroll
-  for (int e = 0; e < G; ++e) {
-    y[e] = ActMath<K::kAct>::template value<detail::Fp8Ops>(gf[e]) * uf[e];
+  wait_for_prior_grids();
+  if (!a.trigger_after_writes) allow_dependent_grids();  // as in act_elementwise_kernel
+  const uint32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
+  if (slot < a.active_threads) {
+    const uint32_t row = a.row_of_slot.divide(slot);
+    const uint32_t col = (slot - row * a.threads_per_row) * G;
+    Packed<T, G> g, u;
+    g.load(static_cast<const T*>(a.gate) + (row * static_cast<uint32_t>(a.gate_stride) + col));
+    u.load(static_cast<const T*>(a.up) + (row * static_cast<uint32_t>(a.up_stride) + col));
+    float y[G];
+    group_values<K, ForwardOps<T>>(g, u, y);
+    pack_floats<T>(y).store(static_cast<T*>(a.out) +
+                            (row * static_cast<uint32_t>(a.out_stride) + col));
   }
+  if (a.trigger_after_writes) allow_dependent_grids();
 }
 
 // The one-block quantizing kernel's y, from its math to its write: thread t's group i lives in
@@ -274,7 +301,7 @@ template <class K, typename Index>
 FUSEKIT_DEVICE void quant_group_values(const typename K::T* gate, const typename K::T* up,
                                        Index col, Index n, float (&y)[K::kGroup]) {
   constexpr int G = K::kGroup;
-  group_values<K>(load_group<typename K::T, G, K::kLoad>(gate, col, n),
+  group_values<K, detail::Fp8Ops>(load_group<typename K::T, G, K::kLoad>(gate, col, n),
                   load_group<typename K::T, G, K::kLoad>(up, col, n), y);
 }
 
@@ -303,7 +330,7 @@ FUSEKIT_DEVICE float quant_items_values(const typename K::T* gate, const typenam
   for (int i = 0; i < kItems; ++i) {
     const Index col = first_col + i * col_step;
     if (col < n) {
-      group_values<K>(g[i], u[i], y[i]);
+      group_values<K, detail::Fp8Ops>(g[i], u[i], y[i]);
     } else {
 #pragma unroll
       for (int e = 0; e < G; ++e) y[i][e] = 0.0f;
@@ -391,7 +418,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
           }
           if (col < cols) {
             float y[G];
-            group_values<K>(g[i % 2], u[i % 2], y);
+            group_values<K, detail::Fp8Ops>(g[i % 2], u[i % 2], y);
 #pragma unroll
             for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
             staging.put(i, y);

@@ -25,6 +25,7 @@ struct ActLaunch {
   Fp8Format format = Fp8Format::kE4M3FN;
   ActKernelArgs args{};
   int load = 1;  // elements per access
+  bool compact = false;  // forward: act_forward_compact_kernel (act_forward_is_compact)
   ActElementwiseConfig elementwise;
   ActQuantConfig quant;
   int warp_size = 32;
@@ -86,6 +87,17 @@ Status launch_act_kernel(const ActLaunch& l) {
     const dim3 block(static_cast<unsigned>(c.block_threads));
     e = dispatch_bool(l.kind == ActKernelKind::kBackward, [&](auto backward_tag) {
       constexpr bool kBackward = decltype(backward_tag)::value;
+      if constexpr (!kBackward && K::kLoad == K::kGroup) {
+        if (l.compact) {
+          if constexpr (sizeof(typename K::T) == 2) {
+            if (c.group_elems == NarrowActTraits<K>::kGroup) {
+              return launch(act_forward_compact_kernel<NarrowActTraits<K>>, grid, block, 0,
+                            l.stream, l.pdl, l.args);
+            }
+          }
+          return launch(act_forward_compact_kernel<K>, grid, block, 0, l.stream, l.pdl, l.args);
+        }
+      }
       if constexpr (!kBackward && sizeof(typename K::T) == 2) {
         // Narrow groups (small batches of 16-bit types): half the elements per thread.
         if (c.group_elems == NarrowActTraits<K>::kGroup) {
