@@ -10,7 +10,10 @@
 // thread for the forward op (a decode step is one short dependent chain per thread, and a large
 // batch many short-lived warps), two for the backward pass of a large batch (two independent
 // chains of math, all loads issued before any use). The math keeps the issue slots busy, so it
-// is many resident warps, not many loads per warp, that hide the memory latency.
+// is many resident warps, not many loads per warp, that hide the memory latency. Where the
+// launch is simple (whole groups, every row at once, 32-bit offsets: most calls), the forward op
+// runs act_forward_compact_kernel, the same math without the bounds checks, the row loop and the
+// 64-bit index arithmetic, which cost as many instructions as an 8-byte group's math.
 //
 // The quantized op needs the row's max |y| before it can write anything. Small batches (fewer
 // rows than SMs) on GPUs with thread-block clusters split each row over the blocks of a cluster
