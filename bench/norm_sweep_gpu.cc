@@ -131,6 +131,21 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
     twin.trigger_after_writes = !twin.trigger_after_writes;
     add(twin);
   }
+  // The fused add's exact four-group rows also with the weight loaded at the output
+  // (NormConfig::weight_at_output: fewer registers, more blocks per SM), both triggers.
+  if (shape.adds_residual && !shape.layer && !shape.fp8_output && shape.whole_groups) {
+    const std::size_t with_triggers = configs.size();
+    for (std::size_t i = 0; i < with_triggers; ++i) {
+      const NormConfig& k = configs[i];
+      if (k.path != NormConfig::Path::kRegisters || k.items != gpu::kNormMaxItems ||
+          static_cast<int64_t>(k.threads_per_row) * k.items != groups || k.weight_at_output) {
+        continue;
+      }
+      NormConfig late = k;
+      late.weight_at_output = true;
+      add(late);
+    }
+  }
   // And each registers config of exact one-block rows (both trigger placements) with its row's
   // outputs shared by 1, 2 and 4 blocks (NormConfig::output_parts) while the grid fits on the SMs,
   // where the outputs lie apart from the inputs.
