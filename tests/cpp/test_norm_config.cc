@@ -153,6 +153,29 @@ struct RegistersCase {
   int threads_per_row, items;
 };
 
+// And at batches that fill the GPU, its rows of a power-of-two number of groups spread over at
+// least 128 threads (fewer groups per thread: N = 1024 and 2048 bf16), where RMSNorm alone and the
+// fp8 forms keep four groups per thread.
+TEST(NormConfig, FusedAddRowsSpanAtLeast128ThreadsAtLargeBatches) {
+  for (const int64_t rows : {2048, 16384, 65536}) {
+    for (const RegistersCase& k : {RegistersCase{1024, rows, 128, 1},
+                                   RegistersCase{2048, rows, 128, 2},
+                                   RegistersCase{4096, rows, 128, 4}}) {
+      SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows));
+      NormShape s;
+      s.min_blocks_per_sm = 1;
+      s.adds_residual = true;
+      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
+      s.fp8_output = true;
+      expect_registers_shape(s, k.cols, k.rows, static_cast<int>(k.cols / 8 / 4), 4);
+      s.fp8_output = false;
+      s.adds_residual = false;
+      s.min_blocks_per_sm = 2;
+      expect_registers_shape(s, k.cols, k.rows, static_cast<int>(k.cols / 8 / 4), 4);
+    }
+  }
+}
+
 // Each case for LayerNorm with and without the add (bf16, two blocks per SM).
 void expect_layer_norm_shapes(std::initializer_list<RegistersCase> cases) {
   for (const bool add : {false, true}) {

@@ -54,6 +54,12 @@ constexpr int kLayerPairsMinThreadsPerRow = 128;
 // 1.95 against 2.14 us, [256, 4096] 2.67 against 2.91, [128, 4096] 2.11 against 2.26, and level
 // (+-1%) at M = 512 and 1024; rms_norm level either way.
 constexpr int64_t kMidSmGroups = 1024;
+// The RMSNorm fused add's rows (one 512-thread block per SM by its registers) at batches that fill
+// the GPU: spread over at least this many threads where the row has that many groups, a power of
+// two (N = 1024 and 2048 bf16), rather than four groups per thread on fewer. Cold L2 on an H100
+// (NOTES.md "Norm v22"), fused_add_rms_norm [2048, 2048] 13.06-13.18 us at 128 x 2 against
+// 13.55-13.73 at 64 x 4, in three sweeps over two sessions.
+constexpr int kFusedAddMinThreadsPerRow = 128;
 // LayerNorm's bound (either form), twice the fused add's: cold-L2 times on an H100 (NOTES.md
 // "Norm v14") of layer_norm [512, 4096] 7.56 us at 256 x 2 against 8.04 at 128 x 4, [1024, 2048]
 // 7.74 at 128 x 2 against 8.06 at 64 x 4 (fused_add_layer_norm 9.82 / 9.52 against 10.09 /
@@ -220,6 +226,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
          (shape.layer && layer_mid_batch) || plain_mid)) {
       items = 2;
+    }
+    if (fills_gpu && shape.adds_residual && !shape.layer && one_block_per_sm &&
+        next_pow2(groups) == groups && groups >= kFusedAddMinThreadsPerRow) {
+      while (items > 1 && groups / items < kFusedAddMinThreadsPerRow) items /= 2;
     }
     make_norm_config(shape, NormConfig::Path::kRegisters,
                      static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
