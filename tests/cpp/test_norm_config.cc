@@ -144,18 +144,15 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
   }
 }
 
-// LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at mid
-// batches (up to twice the fused add's bound: 528 rows of N = 4096 on 132 SMs) where 256 threads
-// cover the row; longer rows and larger batches keep four.
 // A registers-path shape the heuristic should pick: N, M -> threads per row x groups per thread.
 struct RegistersCase {
   int64_t cols, rows;
   int threads_per_row, items;
 };
 
-// And at batches that fill the GPU, its rows of a power-of-two number of groups spread over at
-// least 128 threads (fewer groups per thread: N = 1024 and 2048 bf16), where RMSNorm alone and the
-// fp8 forms keep four groups per thread.
+// The fused add (one 512-thread block per SM) at batches that fill the GPU spreads rows of a
+// power-of-two number of groups over at least 128 threads (fewer groups per thread: N = 1024 and
+// 2048 bf16), where RMSNorm alone and the fp8 forms keep four groups per thread.
 TEST(NormConfig, FusedAddRowsSpanAtLeast128ThreadsAtLargeBatches) {
   for (const int64_t rows : {2048, 16384, 65536}) {
     for (const RegistersCase& k : {RegistersCase{1024, rows, 128, 1},
@@ -176,6 +173,9 @@ TEST(NormConfig, FusedAddRowsSpanAtLeast128ThreadsAtLargeBatches) {
   }
 }
 
+// LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at mid
+// batches (up to twice the fused add's bound: 528 rows of N = 4096 on 132 SMs) where 256 threads
+// cover the row; longer rows and larger batches keep four.
 // Each case for LayerNorm with and without the add (bf16, two blocks per SM).
 void expect_layer_norm_shapes(std::initializer_list<RegistersCase> cases) {
   for (const bool add : {false, true}) {
