@@ -29,12 +29,11 @@
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
 // out's dtype is quantized instead, as core/fp8.h says: by a static scale read from device memory,
 // or by the row's own scale from max|y|, one more reduction (a NaN-propagating max, so its bits do
-// not depend on the order) between computing y and writing it. At up to two groups per thread (the
-// latency shapes) y stays in registers from its max to its codes; at four (the bandwidth shape)
-// and on the staged path it is recomputed from the row, which costs a few instructions per
-// element and no registers (four groups' y kept spill; and two groups per thread at large batches,
-// to keep it, lost 10-25%: bench/NOTES.md). Only the registers and staged paths have this output:
-// rows that would take the cluster path take the staged one.
+// not depend on the order) between computing y and writing it. On the registers path y stays in
+// registers from its max to its codes, in place of the packed row it came from (finish_row says
+// where not); on the staged path it is recomputed from the row, a few instructions per element.
+// Only the registers and staged paths have this output: rows that would take the cluster path
+// take the staged one.
 #pragma once
 
 #include <cstdint>
@@ -255,9 +254,15 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       affine(i, col, wv, bv);
       output_values<K>(static_cast<bool>(cast_first), hv, wv, bv, mean, rstd, y);
     };
-    // fp8 output at up to two groups per thread keeps y in registers between its max and its
-    // codes (ptxas: no spill); at four it recomputes y from the packed row (keeping it spilled).
-    constexpr bool kKeepY = K::kFp8Out && kItems <= 2;
+    // fp8 output keeps y in registers between its max and its codes, where it replaces the packed
+    // row and weight it was computed from (ptxas: no spill), so the codes cost only their
+    // conversion (rms_norm_quant_fp8 [16384, 4096] 92.8 -> 99.3% of copy: bench/NOTES.md, "Norm
+    // v23"). Beyond two groups per thread not for fp16 at five (12-44 bytes spilled) nor for the
+    // fused add (its four-group kernels went from 96 to 80 registers and measured 21% slower at
+    // [256, 8192] in graph replay); those recompute y from the packed row for the codes.
+    constexpr bool kKeepY =
+        K::kFp8Out &&
+        (kItems <= 2 || (!K::kAdd && (kItems <= 4 || !std::is_same_v<typename K::TX, Half>)));
     [[maybe_unused]] float kept_y[kKeepY ? kItems : 1][G];
     if constexpr (kKeepY) {
 #pragma unroll
