@@ -257,12 +257,10 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     // fp8 output keeps y in registers between its max and its codes, where it replaces the packed
     // row and weight it was computed from (ptxas: no spill), so the codes cost only their
     // conversion (rms_norm_quant_fp8 [16384, 4096] 92.8 -> 99.3% of copy: bench/NOTES.md, "Norm
-    // v23"). Beyond two groups per thread not for fp16 at five (12-44 bytes spilled) nor for the
-    // fused add (its four-group kernels went from 96 to 80 registers and measured 21% slower at
-    // [256, 8192] in graph replay); those recompute y from the packed row for the codes.
+    // v23"). Not for fp16 at five groups per thread (12-44 bytes spilled), which recomputes y from
+    // the packed row for the codes.
     constexpr bool kKeepY =
-        K::kFp8Out &&
-        (kItems <= 2 || (!K::kAdd && (kItems <= 4 || !std::is_same_v<typename K::TX, Half>)));
+        K::kFp8Out && (kItems <= 4 || !std::is_same_v<typename K::TX, Half>);
     [[maybe_unused]] float kept_y[kKeepY ? kItems : 1][G];
     if constexpr (kKeepY) {
 #pragma unroll
