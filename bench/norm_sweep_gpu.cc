@@ -86,11 +86,11 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   };
   add(heuristic);
   NormConfig c;
-  // Registers path with 1, 2 and 4 groups per thread, and kNormOddItems where that covers the
-  // row exactly, on as many threads as that takes, in blocks of one row (at least a warp) and of
-  // 128, 256 and 512 threads (several rows each).
+  // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the row
+  // exactly (gpu::kNormOddItemCounts), on as many threads as that takes, in blocks of one row (at
+  // least a warp) and of 128, 256 and 512 threads (several rows each).
   const int64_t groups = (shape.cols + shape.group_elems - 1) / shape.group_elems;
-  for (int items : {1, 2, 4, gpu::kNormOddItems}) {
+  for (int items : {1, 2, 4, 3, 5}) {
     int64_t threads = 1;
     while (threads * items < groups) threads *= 2;
     if (gpu::make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(threads),

@@ -40,9 +40,9 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
           ASSERT_TRUE(is_pow2(c.threads_per_row));
           if (c.path == NormConfig::Path::kRegisters) {
             ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
-            // Powers of two up to kNormMaxItems, or kNormOddItems covering whole groups exactly.
-            const bool odd = c.items == kNormOddItems;
-            if (odd) {
+            // Powers of two up to kNormMaxItems, or three or five (kNormOddItemCounts) covering
+            // whole groups exactly.
+            if (norm_odd_items(c.items)) {
               ASSERT_TRUE(whole);
               ASSERT_EQ(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
               ASSERT_EQ(n % group, 0);
@@ -493,34 +493,43 @@ TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 32, 1, &c));   // 16 blocks
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 8, &c));   // > 4 items
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 3, &c));   // items not pow2
-  // kNormOddItems: only covering whole groups exactly.
-  s.cols = 5120;  // 640 groups
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, kNormOddItems, &c));
-  s.whole_groups = true;
-  EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 128, kNormOddItems, &c));
-  EXPECT_EQ(c.items, kNormOddItems);
-  EXPECT_EQ(c.block_threads, 128);
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 256, kNormOddItems, &c));
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 128, kNormOddItems, &c));
-  s.cols = 5128;  // 641 groups
-  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, kNormOddItems, &c));
+  // Three or five groups per thread (kNormOddItemCounts): only covering whole groups exactly.
+  for (const int odd : kNormOddItemCounts) {
+    SCOPED_TRACE("items=" + std::to_string(odd));
+    s.whole_groups = false;
+    s.cols = odd * 128 * 8;  // odd x 128 groups
+    EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, odd, &c));
+    s.whole_groups = true;
+    EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 128, odd, &c));
+    EXPECT_EQ(c.items, odd);
+    EXPECT_EQ(c.block_threads, 128);
+    EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 256, odd, &c));
+    EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 128, odd, &c));
+    s.cols += 8;  // one group more
+    EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, odd, &c));
+  }
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, 7, &c));  // not built
+  s.cols = 7 * 128 * 8;
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, 7, &c));
+  EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, 6, &c));
 }
 
-// Rows of kNormOddItems x 2^k whole groups take that many groups per thread on half the threads
-// once the batch fills the GPU (fp8 outputs included); not at small batches, not for LayerNorm
-// with the add, not when the rows are not whole, aligned groups.
+// Rows of 3 x 2^k or 5 x 2^k whole groups take that many groups per thread (no idle slot) once
+// the batch fills the GPU (fp8 outputs included); not at small batches, not five for LayerNorm
+// with the add, not when the rows are not whole, aligned groups. Other rows keep four.
 TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
   struct Case {
     int64_t cols, rows;
     int group;
     int threads_per_row, items;
   };
-  for (const Case& k : {Case{5120, 16384, 8, 128, kNormOddItems},
-                        Case{5120, 2048, 8, 128, kNormOddItems},
-                        Case{2560, 65536, 8, 64, kNormOddItems},
-                        Case{10240, 4096, 8, 256, kNormOddItems},
-                        Case{5120, 16384, 4, 256, kNormOddItems},
-                        Case{5120, 1, 8, 256, 4}, Case{6144, 16384, 8, 256, 4},
+  for (const Case& k : {Case{5120, 16384, 8, 128, 5}, Case{5120, 2048, 8, 128, 5},
+                        Case{2560, 65536, 8, 64, 5}, Case{10240, 4096, 8, 256, 5},
+                        Case{5120, 16384, 4, 256, 5}, Case{3072, 16384, 8, 128, 3},
+                        Case{3072, 2048, 8, 128, 3}, Case{1536, 65536, 8, 64, 3},
+                        Case{6144, 16384, 8, 256, 3}, Case{12288, 4096, 8, 512, 3},
+                        Case{3072, 16384, 4, 256, 3}, Case{5120, 1, 8, 256, 4},
+                        Case{3584, 16384, 8, 128, 4}, Case{7168, 16384, 8, 256, 4},
                         Case{4096, 16384, 8, 128, 4}}) {
     for (const bool add : {false, true}) {
       NormShape s;
@@ -529,18 +538,22 @@ TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
       s.whole_groups = true;
       s.adds_residual = add;
       s.min_blocks_per_sm = add ? 1 : 2;
-      SCOPED_TRACE("add=" + std::to_string(add) + " group=" + std::to_string(k.group));
+      SCOPED_TRACE("add=" + std::to_string(add) + " group=" + std::to_string(k.group) +
+                   " N=" + std::to_string(k.cols));
       expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
+      // The odd count a config takes, or 0.
+      auto odd_of = [](const NormConfig& c) { return norm_odd_items(c.items) ? c.items : 0; };
+      const int odd = norm_odd_items(k.items) ? k.items : 0;
       s.whole_groups = false;
       s.cols = k.cols;
       s.rows = k.rows;
-      EXPECT_NE(choose_norm_config(s).items, kNormOddItems);
+      EXPECT_EQ(odd_of(choose_norm_config(s)), 0);
       s.whole_groups = true;
       s.layer = true;
-      EXPECT_EQ(choose_norm_config(s).items == kNormOddItems, k.items == kNormOddItems && !add);
+      EXPECT_EQ(odd_of(choose_norm_config(s)), odd == 5 && add ? 0 : odd);
       s.layer = false;
       s.fp8_output = true;
-      EXPECT_EQ(choose_norm_config(s).items == kNormOddItems, k.items == kNormOddItems);
+      EXPECT_EQ(odd_of(choose_norm_config(s)), odd);
     }
   }
 }

@@ -29,9 +29,10 @@ class NormFp8Invariance : public ::testing::TestWithParam<Param> {
 TEST_P(NormFp8Invariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const auto [backend, op, scale] = GetParam();
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {769, 4096, 5120, 5125, 14336}) {
-      // N = 5120 exercises the GPU's five-groups-per-thread kernel; the CPU has no such path.
-      if (n == 5120 && backend != Backend::kGPU) continue;
+    for (int64_t n : {769, 3072, 4096, 5120, 5125, 14336}) {
+      // N = 3072 and 5120 exercise the GPU's three- and five-groups-per-thread kernels; the CPU
+      // has no such path.
+      if ((n == 3072 || n == 5120) && backend != Backend::kGPU) continue;
       NormFp8Case batch;
       batch.op = op;
       batch.scale = scale;

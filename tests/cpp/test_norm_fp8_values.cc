@@ -78,10 +78,11 @@ TEST_P(NormFp8Values, DtypesSizesAndBatches) {
   uint32_t seed = 1;
   for (NormFp8Case c : dtype_combinations()) {
     for (Fp8Format format : kFormats) {
-      // 64, 4096 and 5120: rows that the launch covers exactly (norm_launch.cuh's
-      // RowFit::kExact), with one, two, four and five groups per thread.
-      for (int64_t n : {1, 7, 64, 769, 4096, 5120, 5125, 14336}) {
-        if (n == 5120 && backend() != Backend::kGPU) continue;  // the GPU's five-group kernel
+      // 64, 3072, 4096 and 5120: rows that the launch covers exactly (norm_launch.cuh's
+      // RowFit::kExact), with one, two, three, four and five groups per thread.
+      for (int64_t n : {1, 7, 64, 769, 3072, 4096, 5120, 5125, 14336}) {
+        // The GPU's three- and five-group kernels.
+        if ((n == 3072 || n == 5120) && backend() != Backend::kGPU) continue;
         for (int64_t m : {0, 1, 3, 257}) {
           // Many rows of long rows only for the single-dtype combinations: the mixed ones share
           // every code path but the conversions, which short batches cover.

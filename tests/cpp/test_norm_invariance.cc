@@ -139,28 +139,29 @@ struct LaunchShapeInputs {
 };
 
 // The registers path sums in one order for every power-of-two number of groups per thread, and
-// for kNormOddItems where those cover the row exactly, which is what lets the GPU choose that
-// number from the batch size: each launch shape must give the same bits, as must the choices
-// that only move loads or the next launch (NormConfig::weight_at_output, trigger_after_writes) or
-// share a row's outputs among blocks (output_parts), and with each the plain kernels (a weight
-// and nothing else: NormConfig::plain, where built) against the general ones (rstd asked for).
+// for three and five (kNormOddItemCounts) where those cover the row exactly, which is what lets
+// the GPU choose that number from the batch size: each launch shape must give the same bits, as
+// must the choices that only move loads or the next launch (NormConfig::weight_at_output,
+// trigger_after_writes) or share a row's outputs among blocks (output_parts), and with each the
+// plain kernels (a weight and nothing else: NormConfig::plain, where built) against the general
+// ones (rstd asked for).
 TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n : {7, 64, 769, 4096, 5120, 5125, 8192, 16384}) {
+        for (int64_t n : {7, 64, 769, 3072, 4096, 5120, 5125, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
           gpu::NormShape shape;
           ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
           std::vector<uint64_t> reference;
-          // Registers path with 1, 2 and 4 groups per thread, and kNormOddItems where they
-          // cover the row exactly (N = 5120: 128 threads of bf16, 256 of fp32) in the forms that
+          // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the
+          // row exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32) in the forms that
           // have that kernel (gpu::odd_items_built).
-          for (int items : {1, 2, 4, gpu::kNormOddItems}) {
+          for (int items : {1, 2, 4, 3, 5}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +
                          " items=" + std::to_string(items));
@@ -171,8 +172,8 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
             gpu::NormConfig config;
             const bool made = gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
                                                     threads, items, &config);
-            if (items == gpu::kNormOddItems) {
-              ASSERT_EQ(made, n == 5120 && !(layer && add));
+            if (gpu::norm_odd_items(items)) {
+              ASSERT_EQ(made, n == items * 1024 && gpu::odd_items_built(layer, add, items));
               if (!made) continue;
             }
             ASSERT_TRUE(made);
@@ -195,15 +196,15 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
             // Twice the threads the row needs, where a block holds them: slots or whole threads
             // past the row, which the sums (and LayerNorm's merged moments) must leave out.
             gpu::NormConfig wide;
-            if (items != gpu::kNormOddItems && 2 * threads <= gpu::kNormMaxThreads &&
+            if (!gpu::norm_odd_items(items) && 2 * threads <= gpu::kNormMaxThreads &&
                 gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, 2 * threads,
                                       items, &wide)) {
               variants.push_back(wide);
             }
             // Each row's outputs shared by two and four blocks that each read all of it (exact
-            // rows of their own blocks only).
+            // rows of their own blocks, of one, two or four groups per thread, only).
             const bool exact_rows = n % shape.group_elems == 0 && threads * items == groups &&
-                                    items <= gpu::kNormMaxItems && config.rows_per_block == 1;
+                                    !gpu::norm_odd_items(items) && config.rows_per_block == 1;
             for (int parts : {2, gpu::kNormMaxOutputParts}) {
               if (!exact_rows) break;
               variants.push_back(config);

@@ -97,7 +97,7 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
   if (path == NormConfig::Path::kRegisters) {
     const int max_items = kNormMaxItems;
     const bool pow2_items = items >= 1 && items <= max_items && (items & (items - 1)) == 0;
-    const bool odd_items = items == kNormOddItems && odd_items_built(shape) &&
+    const bool odd_items = norm_odd_items(items) && odd_items_built(shape, items) &&
                            shape.whole_groups && shape.cols % shape.group_elems == 0 &&
                            static_cast<int64_t>(threads_per_row) * items == groups;
     if (!pow2_items && !odd_items) return false;
@@ -233,15 +233,17 @@ NormConfig choose_norm_config(const NormShape& shape) {
     }
     make_norm_config(shape, NormConfig::Path::kRegisters,
                      static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
-    // Rows of kNormOddItems x 2^k whole groups at batches that fill the GPU: half the threads,
-    // no idle slot (norm_config.h).
-    if (fills_gpu && items == kNormMaxItems && odd_items_built(shape) && shape.whole_groups &&
-        groups % kNormOddItems == 0) {
-      const int64_t odd_threads = groups / kNormOddItems;
-      if (next_pow2(odd_threads) == odd_threads &&
-          make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(odd_threads),
-                           kNormOddItems, &c)) {
-        return c;
+    // Rows of 3 x 2^k or 5 x 2^k whole groups at batches that fill the GPU: that many groups per
+    // thread, no idle slot (norm_config.h).
+    if (fills_gpu && items == kNormMaxItems && shape.whole_groups) {
+      for (const int odd : kNormOddItemCounts) {
+        const int64_t odd_threads = groups / odd;
+        if (groups % odd == 0 && next_pow2(odd_threads) == odd_threads &&
+            odd_items_built(shape, odd) &&
+            make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(odd_threads),
+                             odd, &c)) {
+          return c;
+        }
       }
     }
     // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per

@@ -11,9 +11,10 @@
 //
 // Batch invariance. The path and the cluster and staged paths' shapes change the reduction order,
 // so they depend only on N, the dtypes and the device. Within the registers path
-// every power-of-two `items`, and kNormOddItems, sums in the same order (norm_kernel.cuh), so
-// there the batch size may choose: one group per thread while the rows do not fill the GPU
-// (latency), four (or kNormOddItems where that covers the row exactly) when they do (bandwidth).
+// every power-of-two `items`, and those of kNormOddItemCounts, sums in the same order
+// (norm_kernel.cuh), so there the batch size may choose: one group per thread while the rows do
+// not fill the GPU (latency), four (or three or five where that covers the row exactly) when they
+// do (bandwidth).
 #pragma once
 
 #include <cstdint>
@@ -88,7 +89,7 @@ struct NormShape {
   bool adds_residual = false;  // the fused add
   // Every row's groups are whole and 16-byte aligned (N a multiple of the group, full-width
   // accesses on every tensor): a row that a launch's threads x items cover exactly then takes the
-  // bounds-free kernel, the only one built for kNormOddItems.
+  // bounds-free kernel, the only one built for kNormOddItemCounts.
   bool whole_groups = false;
   // No output overlaps an input (out is not x; residual_out is not residual): what
   // NormConfig::output_parts needs.
@@ -105,22 +106,23 @@ constexpr bool norm_plain_call(bool has_weight, float weight_offset, bool weight
   return has_weight && weight_offset == 0.0f && !weight_after_cast && !has_stats;
 }
 
-// Registers path: up to this many 16-byte groups per thread (a power of two), or exactly
-// kNormOddItems where that covers the row with no idle slot (below).
+// Registers path: up to this many 16-byte groups per thread (a power of two), or exactly one of
+// kNormOddItemCounts where that covers the row with no idle slot (below).
 constexpr int kNormMaxItems = 4;
-// Registers path, batches that fill the GPU, rows of kNormOddItems x 2^k whole groups (N = 40 x
-// 2^k in 16-bit dtypes up to 10240, 20 x 2^k in fp32 up to 5120; among hidden sizes 2560, 5120
-// and 10240): that many groups per thread on 2^k threads, where four per thread would take twice
-// the threads with three slots in eight idle. Half the threads per row is twice the rows in
-// flight per SM for the same registers. The sum over a thread's five slots is a tree padded with
-// zeros to eight (reduce.cuh's tree_sum), the same order as every power-of-two layout, so a
-// row's bits do not depend on the batch.
-constexpr int kNormOddItems = 5;
-// The forms with a kNormOddItems kernel: all but LayerNorm with the add, whose kernel spills
-// there (ptxas: 20 bytes) and measured slower on an H100 ([16384, 5120]: 238.8 us against 224.8
-// at four groups on 256 threads).
-constexpr bool odd_items_built(bool layer, bool adds_residual) {
-  return !(layer && adds_residual);
+// Registers path, batches that fill the GPU, rows of 3 x 2^k or 5 x 2^k whole groups: that many
+// groups per thread on 2^k threads, with no idle slot. Among hidden sizes (bf16): 1536, 3072,
+// 6144 and 12288 (three groups per thread), 2560, 5120 and 10240 (five). Four per thread would
+// leave a quarter of the slots idle (three) or take twice the threads with three slots in eight
+// idle (five), in kernels that test every item against the row's end. The sum over a thread's
+// slots is a tree padded with zeros to the next power of two (reduce.cuh's tree_sum), the same
+// order as every power-of-two layout, so a row's bits do not depend on the batch.
+constexpr int kNormOddItemCounts[] = {3, 5};
+constexpr bool norm_odd_items(int items) { return items == 3 || items == 5; }
+// The forms with a kernel for `items` of kNormOddItemCounts: three in every form; five in all but
+// LayerNorm with the add, whose kernel spills there (ptxas: 20 bytes) and measured slower on an
+// H100 ([16384, 5120]: 238.8 us against 224.8 at four groups on 256 threads).
+constexpr bool odd_items_built(bool layer, bool adds_residual, int items) {
+  return items == 3 || (items == 5 && !(layer && adds_residual));
 }
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 constexpr int kNormMaxOutputParts = 4;  // registers path: NormConfig::output_parts
@@ -130,8 +132,8 @@ constexpr int kNormStagedThreads = 512;
 constexpr int kNormClusterThreads = 512;
 constexpr int kNormClusterMaxItems = 4;
 
-inline bool odd_items_built(const NormShape& shape) {
-  return odd_items_built(shape.layer, shape.adds_residual);
+inline bool odd_items_built(const NormShape& shape, int items) {
+  return odd_items_built(shape.layer, shape.adds_residual, items);
 }
 
 NormConfig choose_norm_config(const NormShape& shape);
@@ -142,8 +144,9 @@ NormConfig choose_norm_config(const NormShape& shape);
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
 
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
-// kNormMaxItems, or kNormOddItems covering whole groups exactly where shape.whole_groups and
-// odd_items_built), a cluster-path config with blocks of `threads_per_row` threads x `items`
+// kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly where
+// shape.whole_groups and odd_items_built), a cluster-path config with blocks of `threads_per_row`
+// threads x `items`
 // groups (as many blocks per row as cover it, a power of two), or the staged path with
 // `threads_per_row` threads; used by the heuristic, the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.

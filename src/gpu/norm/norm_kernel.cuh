@@ -233,7 +233,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
   // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
-  // cluster paths); so does LayerNorm at more than four groups per thread (kNormOddItems: 24
+  // cluster paths); so does LayerNorm at more than four groups per thread (five: 24
   // bytes spilled otherwise). LayerNorm at up to four, the fused add and the plain form (whose
   // single tail has registers to spare: no spill, and 0.02-0.09 us faster) do better left to the
   // compiler (ptxas).

@@ -86,12 +86,13 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 }
 
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
-// 4 and kNormOddItems (what the heuristic takes; the last where odd_items_built), those of 1, 2 and
-// 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's thread count
-// fixed (exact_registers_kernel), and the fused add's four-group one also with its weight at the
-// output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
-// for its kMaxItems. LayerNorm's other registers kernels come twice: for rows of a power-of-two
-// number of whole groups (`power_of_two_rows`: their moments in one reduction) and for the rest.
+// 4, 3 and 5 (kNormOddItemCounts; what the heuristic takes; five where odd_items_built), those of
+// 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
+// thread count fixed (exact_registers_kernel), and the fused add's four-group one also with its
+// weight at the output (NormConfig::weight_at_output; other kernels ignore the flag); the exact
+// cluster kernel for its kMaxItems. LayerNorm's other registers kernels come twice: for rows of a
+// power-of-two number of whole groups (`power_of_two_rows`: their moments in one reduction) and
+// for the rest.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_of_two_rows) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
@@ -124,9 +125,12 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
       }
       return exact_registers_kernel<K, 4>(cfg, plain);
     }
-    if constexpr (odd_items_built(K::kLayer, K::kAdd)) {
-      if (fit == RowFit::kExact && cfg.items == kNormOddItems) {
-        return norm_registers_kernel<K, RowFit::kExact, kNormOddItems>;
+    if (fit == RowFit::kExact && cfg.items == 3) {
+      return norm_registers_kernel<K, RowFit::kExact, 3>;
+    }
+    if constexpr (odd_items_built(K::kLayer, K::kAdd, 5)) {
+      if (fit == RowFit::kExact && cfg.items == 5) {
+        return norm_registers_kernel<K, RowFit::kExact, 5>;
       }
     }
     if (fit != RowFit::kAny) {
@@ -158,12 +162,12 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
   if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
   const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
-  if (cfg.path == Path::kRegisters && cfg.items > K::kMaxItems &&
-      (!odd_items_built(K::kLayer, K::kAdd) || fit != RowFit::kExact)) {
+  if (cfg.path == Path::kRegisters && (cfg.items > K::kMaxItems || norm_odd_items(cfg.items)) &&
+      (!odd_items_built(K::kLayer, K::kAdd, cfg.items) || fit != RowFit::kExact)) {
     return Status::runtime_error(
         "norm: " + std::to_string(cfg.items) +
         " groups per thread need rows that the launch covers exactly in whole, 16-byte aligned "
-        "groups, and a form built for them (not LayerNorm with the add)");
+        "groups, and a form built for them (five: not LayerNorm with the add)");
   }
   if (cfg.output_parts != 1 &&
       (cfg.path != Path::kRegisters || cfg.rows_per_block != 1 || K::kFp8Out ||
