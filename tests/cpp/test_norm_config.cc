@@ -336,6 +336,44 @@ TEST(NormConfig, PlainFormTakesPairsLateAtMidBatches) {
   }
 }
 
+// Rows that are not a power-of-two number of groups (N = 1536, 3072, 3584, 5120, 6144, 7168 bf16)
+// keep four groups per thread at mid batches, or three or five where those cover the row
+// exactly, rather than pairs that leave slots idle: RMSNorm alone and with the add, plain form or
+// not. LayerNorm keeps its pairs.
+TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
+  struct Case {
+    int64_t cols;
+    int threads_per_row, items;
+  };
+  for (const bool add : {false, true}) {
+    for (const bool plain : {false, true}) {
+      NormShape s;  // 132 SMs, bf16
+      s.adds_residual = add;
+      s.min_blocks_per_sm = add ? 1 : 2;
+      s.whole_groups = true;
+      s.outputs_apart = true;
+      s.plain_form = plain;
+      for (const int64_t rows : {128, 200, 256}) {
+        SCOPED_TRACE("add=" + std::to_string(add) + " plain=" + std::to_string(plain) +
+                     " rows=" + std::to_string(rows));
+        for (const Case& k : {Case{1536, 64, 3}, Case{3072, 128, 3}, Case{6144, 256, 3},
+                              Case{5120, 128, 5}, Case{3584, 128, 4}, Case{7168, 256, 4}}) {
+          const NormConfig c = expect_registers_shape(s, k.cols, rows, k.threads_per_row, k.items);
+          EXPECT_FALSE(c.trigger_after_writes);
+        }
+        // Power-of-two rows keep their pairs where the rules give them (the fused add's
+        // mid-batch rule, or the plain form's).
+        if (add || plain) expect_registers_shape(s, 4096, rows, 256, 2);
+      }
+    }
+  }
+  NormShape layer;
+  layer.layer = true;
+  layer.min_blocks_per_sm = 2;
+  layer.whole_groups = true;
+  expect_registers_shape(layer, 3072, 256, 256, 2);
+}
+
 // LayerNorm's plain form takes the plain kernels up to twice as many rows as SMs and keeps the
 // launch shapes and trigger of its other calls.
 TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {

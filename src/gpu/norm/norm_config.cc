@@ -222,7 +222,14 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const bool plain_mid = shape.plain_form && !shape.layer && fills_gpu && !small_grid &&
                            shape.rows <= 2 * sm_count &&
                            groups <= 2 * kMaxRegisterThreadsPerRow;
-    if (fills_gpu && items > 2 &&
+    // RMSNorm's rows (alone or with the add) take those two groups only where two cover the row
+    // exactly (a power-of-two number of groups). Elsewhere pairs leave slots idle in a kernel that
+    // tests every item against the row's end, and four groups per thread (three or five where
+    // they cover the row: below) replayed faster at M = 256 on an H200 (bench/NOTES.md, "Norm
+    // v25"): fused_add_rms_norm N = 7168 5.44 -> 4.12 us, 3072 2.56 -> 2.36, 3584 2.67 -> 2.48,
+    // 1536 2.06 -> 1.90; rms_norm 7168 2.98 -> 2.70, 3072 2.03 -> 1.94. LayerNorm is unchanged.
+    const bool pairs_exact = next_pow2(groups) == groups;
+    if (fills_gpu && items > 2 && (pairs_exact || shape.layer) &&
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
          (shape.layer && layer_mid_batch) || plain_mid)) {
       items = 2;
