@@ -1,0 +1,98 @@
+// The norm launch heuristic's rows that are not a power-of-two number of 16-byte groups (plain
+// C++, no GPU needed): three or five groups per thread where that many cover the row exactly
+// (kNormOddItemCounts), and no mid-batch pairs that would leave slots idle (bench/NOTES.md,
+// "Norm v25"). The other shapes are tested in test_norm_config.cc.
+#include "gpu/norm/norm_config.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "norm_config_expect.h"
+
+namespace fusekit::gpu {
+namespace {
+
+// Rows of 3 x 2^k or 5 x 2^k whole groups take that many groups per thread (no idle slot) once
+// the batch fills the GPU (fp8 outputs included); not at small batches, not five for LayerNorm
+// with the add, not when the rows are not whole, aligned groups. Other rows keep four.
+TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
+  struct Case {
+    int64_t cols, rows;
+    int group;
+    int threads_per_row, items;
+  };
+  for (const Case& k : {Case{5120, 16384, 8, 128, 5}, Case{5120, 2048, 8, 128, 5},
+                        Case{2560, 65536, 8, 64, 5}, Case{10240, 4096, 8, 256, 5},
+                        Case{5120, 16384, 4, 256, 5}, Case{3072, 16384, 8, 128, 3},
+                        Case{3072, 2048, 8, 128, 3}, Case{1536, 65536, 8, 64, 3},
+                        Case{6144, 16384, 8, 256, 3}, Case{12288, 4096, 8, 512, 3},
+                        Case{3072, 16384, 4, 256, 3}, Case{5120, 1, 8, 256, 4},
+                        Case{3584, 16384, 8, 128, 4}, Case{7168, 16384, 8, 256, 4},
+                        Case{4096, 16384, 8, 128, 4}}) {
+    for (const bool add : {false, true}) {
+      NormShape s;
+      s.group_elems = k.group;
+      s.source_elem_bytes = 16 / k.group;
+      s.whole_groups = true;
+      s.adds_residual = add;
+      s.min_blocks_per_sm = add ? 1 : 2;
+      SCOPED_TRACE("add=" + std::to_string(add) + " group=" + std::to_string(k.group) +
+                   " N=" + std::to_string(k.cols));
+      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
+      // The odd count a config takes, or 0.
+      auto odd_of = [](const NormConfig& c) { return norm_odd_items(c.items) ? c.items : 0; };
+      const int odd = norm_odd_items(k.items) ? k.items : 0;
+      s.whole_groups = false;
+      s.cols = k.cols;
+      s.rows = k.rows;
+      EXPECT_EQ(odd_of(choose_norm_config(s)), 0);
+      s.whole_groups = true;
+      s.layer = true;
+      EXPECT_EQ(odd_of(choose_norm_config(s)), odd == 5 && add ? 0 : odd);
+      s.layer = false;
+      s.fp8_output = true;
+      EXPECT_EQ(odd_of(choose_norm_config(s)), odd);
+    }
+  }
+}
+
+// Rows that are not a power-of-two number of groups (N = 1536, 3072, 3584, 5120, 6144, 7168 bf16)
+// keep four groups per thread at mid batches, or three or five where those cover the row
+// exactly, rather than pairs that leave slots idle: RMSNorm alone and with the add, plain form or
+// not. LayerNorm keeps its pairs.
+TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
+  struct Case {
+    int64_t cols;
+    int threads_per_row, items;
+  };
+  for (const bool add : {false, true}) {
+    for (const bool plain : {false, true}) {
+      NormShape s;  // 132 SMs, bf16
+      s.adds_residual = add;
+      s.min_blocks_per_sm = add ? 1 : 2;
+      s.whole_groups = true;
+      s.outputs_apart = true;
+      s.plain_form = plain;
+      for (const int64_t rows : {128, 200, 256}) {
+        SCOPED_TRACE("add=" + std::to_string(add) + " plain=" + std::to_string(plain) +
+                     " rows=" + std::to_string(rows));
+        for (const Case& k : {Case{1536, 64, 3}, Case{3072, 128, 3}, Case{6144, 256, 3},
+                              Case{5120, 128, 5}, Case{3584, 128, 4}, Case{7168, 256, 4}}) {
+          const NormConfig c = expect_registers_shape(s, k.cols, rows, k.threads_per_row, k.items);
+          EXPECT_FALSE(c.trigger_after_writes);
+        }
+        // Power-of-two rows keep their pairs where the rules give them (the fused add's
+        // mid-batch rule, or the plain form's).
+        if (add || plain) expect_registers_shape(s, 4096, rows, 256, 2);
+      }
+    }
+  }
+  NormShape layer;
+  layer.layer = true;
+  layer.min_blocks_per_sm = 2;
+  layer.whole_groups = true;
+  expect_registers_shape(layer, 3072, 256, 256, 2);
+}
+
+}  // namespace
+}  // namespace fusekit::gpu
