@@ -223,6 +223,26 @@ def test_rounds_time_each_implementation_in_turn(tmp_path):
         assert "rounds_us" not in result
 
 
+def test_model_shapes_file_runs(tmp_path):
+    # bench/shapes-models.json (the hidden sizes of common models) through --shapes: every N of
+    # each family is planned and timed (one row per batch here, on the CPU).
+    models = os.path.join(os.path.dirname(REPO_SHAPES), "shapes-models.json")
+    if not os.path.exists(models):
+        pytest.skip("not running from a source checkout")
+    with open(models, encoding="utf-8") as f:
+        spec = json.load(f)
+    proc, out_json, _ = run_bench(tmp_path, "--device", "cpu", "--shapes", models,
+                                  "--ops", "rms_norm,silu_and_mul", "--M", "1", "--impls",
+                                  "fusekit,eager")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    assert sorted((r["op"], r["N"]) for r in rows) == sorted(
+        [("rms_norm", n) for n in spec["norm"]["N"]] +
+        [("silu_and_mul", n) for n in spec["act_and_mul"]["N"]])
+    for row in rows:
+        check_row(row, "cpu", impls=("fusekit", "eager"))
+
+
 def test_act_compile_on_cpu(tmp_path):
     # torch.compile of the eager formulas, plain and fp8, through the same loop as the norms.
     proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--ops",
