@@ -151,7 +151,7 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n : {7, 64, 769, 3072, 4096, 5120, 5125, 8192, 16384}) {
+        for (int64_t n : {7, 64, 384, 769, 3072, 4096, 5120, 5125, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
@@ -159,8 +159,9 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
           ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
           std::vector<uint64_t> reference;
           // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the
-          // row exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32) in the forms that
-          // have that kernel (gpu::odd_items_built).
+          // row exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
+          // threads, rows sharing a block) in the forms that have that kernel
+          // (gpu::odd_items_built).
           for (int items : {1, 2, 4, 3, 5}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +
@@ -173,7 +174,8 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
             const bool made = gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
                                                     threads, items, &config);
             if (gpu::norm_odd_items(items)) {
-              ASSERT_EQ(made, n == items * 1024 && gpu::odd_items_built(layer, add, items));
+              const bool exact = n % shape.group_elems == 0 && threads * items == groups;
+              ASSERT_EQ(made, exact && gpu::odd_items_built(layer, add, items));
               if (!made) continue;
             }
             ASSERT_TRUE(made);
