@@ -224,10 +224,11 @@ NormConfig choose_norm_config(const NormShape& shape) {
                            groups <= 2 * kMaxRegisterThreadsPerRow;
     // RMSNorm's rows (alone or with the add) take those two groups only where two cover the row
     // exactly (a power-of-two number of groups). Elsewhere pairs leave slots idle in a kernel that
-    // tests every item against the row's end, and four groups per thread (three or five where
-    // they cover the row: below) replayed faster at M = 256 on an H200 (bench/NOTES.md, "Norm
-    // v25"): fused_add_rms_norm N = 7168 5.44 -> 4.12 us, 3072 2.56 -> 2.36, 3584 2.67 -> 2.48,
-    // 1536 2.06 -> 1.90; rms_norm 7168 2.98 -> 2.70, 3072 2.03 -> 1.94. LayerNorm is unchanged.
+    // tests every item against the row's end; four groups per thread, or three or five where they
+    // cover the row (below), replayed faster at M = 256 on an H200 (bench/NOTES.md, "Norm v25"):
+    // fused_add_rms_norm N = 5120 4.56 -> 2.90 us, 6144 4.69 -> 3.14, 7168 4.90 -> 3.80, 3072
+    // 2.57 -> 2.23; rms_norm 5120 2.69 -> 2.26, 3072 2.02 -> 1.81, 3584 2.09 -> 2.05. LayerNorm is
+    // unchanged (not measured).
     const bool pairs_exact = next_pow2(groups) == groups;
     if (fills_gpu && items > 2 && (pairs_exact || shape.layer) &&
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||

@@ -117,7 +117,12 @@ constexpr int kNormMaxItems = 4;
 // slots is a tree padded with zeros to the next power of two (reduce.cuh's tree_sum), the same
 // order as every power-of-two layout, so a row's bits do not depend on the batch.
 constexpr int kNormOddItemCounts[] = {3, 5};
-constexpr bool norm_odd_items(int items) { return items == 3 || items == 5; }
+constexpr bool norm_odd_items(int items) {
+  for (const int odd : kNormOddItemCounts) {
+    if (items == odd) return true;
+  }
+  return false;
+}
 // The forms with a kernel for `items` of kNormOddItemCounts: three in every form; five in all but
 // LayerNorm with the add, whose kernel spills there (ptxas: 20 bytes) and measured slower on an
 // H100 ([16384, 5120]: 238.8 us against 224.8 at four groups on 256 threads).
@@ -146,9 +151,8 @@ bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
 // kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly where
 // shape.whole_groups and odd_items_built), a cluster-path config with blocks of `threads_per_row`
-// threads x `items`
-// groups (as many blocks per row as cover it, a power of two), or the staged path with
-// `threads_per_row` threads; used by the heuristic, the benchmark's sweep and the tests.
+// threads x `items` groups (as many blocks per row as cover it, a power of two), or the staged
+// path with `threads_per_row` threads; used by the heuristic, the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.
 bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads_per_row,
                       int items, NormConfig* config);
