@@ -43,9 +43,11 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const Backend backend = std::get<0>(GetParam());
   const NormOp op = std::get<1>(GetParam());
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {769, 4096, 5120, 5125, 12288, 65536, 262144}) {
+    for (int64_t n : {769, 4096, 5120, 5125, 7168, 12288, 65536, 262144}) {
       const bool gpu = backend == Backend::kGPU;
-      if (n == 5120 && !gpu) continue;  // the GPU's five-group kernel; the CPU has no such path
+      // The GPU's five-group kernel, and (7168 bf16) its four-group kernel whose threads' last
+      // groups lie partly past the row (RowFit::kLastPartial); the CPU has no such paths.
+      if ((n == 5120 || n == 7168) && !gpu) continue;
       NormCase batch;
       batch.op = op;
       batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
@@ -151,7 +153,7 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n : {7, 64, 384, 769, 3072, 4096, 5120, 5125, 8192, 16384}) {
+        for (int64_t n : {7, 64, 384, 769, 3072, 3584, 4096, 5120, 5125, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
@@ -161,7 +163,9 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
           // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the
           // row exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
           // threads, rows sharing a block) in the forms that have that kernel
-          // (gpu::odd_items_built).
+          // (gpu::odd_items_built). N = 3584 at four groups per thread: every thread's last group
+          // tested against the row's end and its others not (RowFit::kLastPartial), against
+          // twice the threads (RowFit::kWhole).
           for (int items : {1, 2, 4, 3, 5}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   auto no_max = [](float v) { return v; };  // never called: no fp8 output here
 
   auto item_present = [&](int i, int col) {
-    return kFit == RowFit::kExact || (i < a.items && col < n);
+    return item_in_row<kFit, kItems>(i, a.items, col, n);
   };
   auto item_col = [&](int i) { return first_col + (t + i * tpr) * G; };
   const float weight_offset = weight_offset_of(a);

@@ -104,10 +104,26 @@ enum class RowFit {
   // kLoad == kGroup): a group moves as one vector access. A thread's later groups may lie past
   // the row's end, or past `items`.
   kWhole,
+  // Whole, and every thread holds exactly kItems slots of which the first kItems - 1 lie in the
+  // row: threads x (kItems - 1) < groups < threads x kItems (registers path; rows of 7 x 2^k
+  // groups at four per thread, N = 3584 and 7168 bf16). Only the last slot is tested, so the
+  // kernel keeps the exact one's straight-line loads for the rest (bench/NOTES.md, "Norm v26").
+  kLastPartial,
   // Whole, and the row (or a cluster block's slice) is exactly threads x kItems groups: every
   // group a thread holds lies in the row, so there are no bounds at all.
   kExact,
 };
+constexpr int kRowFitCount = 4;
+
+// Whether slot i of a thread's kItems (`items` of them in use), whose group starts at element col
+// of a row of n, lies in the row (kAny: starts in it; the group may still end past it): what the
+// kernel knows by kFit, tested for the rest.
+template <RowFit kFit, int kItems>
+FUSEKIT_DEVICE bool item_in_row(int i, int items, int col, int n) {
+  if constexpr (kFit == RowFit::kExact) return true;
+  if constexpr (kFit == RowFit::kLastPartial) return i < kItems - 1 || col < n;
+  return i < items && col < n;
+}
 
 // One 16-byte group of a row in its storage type: one vector access when the group is whole
 // (RowFit above), else load_group/store_group handle the partial last group and narrower accesses.

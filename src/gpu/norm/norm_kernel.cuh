@@ -136,8 +136,8 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   const int n = static_cast<int>(a.cols);  // <= 262144 on these paths
   // Whether item i of this thread lies in the row (and element e of it, for partial groups).
   auto in_row = [&](int i, int col, int e) {
-    if constexpr (kFit == RowFit::kExact) return true;
-    return i < items && (kFit == RowFit::kWhole ? col < n : col + e < n);
+    if constexpr (kFit == RowFit::kAny) return i < items && col + e < n;
+    return item_in_row<kFit, kItems>(i, items, col, n);
   };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
   // the reductions, so that the stores are under way while the row is reduced.
@@ -377,7 +377,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = first_col + (t + i * tpr) * G;
-    const bool in_row = kFit == RowFit::kExact || (i < items && col < n);
+    const bool in_row = item_in_row<kFit, kItems>(i, items, col, n);
     if (active && in_row) {
       x[i] = load_item<K, kFit>(x_row, col, n);
       if constexpr (K::kAdd) h[i] = load_item<K, kFit>(r_row, col, n);

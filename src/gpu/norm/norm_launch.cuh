@@ -28,17 +28,24 @@
 namespace fusekit::gpu {
 
 // What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
-// launch's threads x items groups, whole groups where N is a multiple of the group and accesses
-// are full width, nothing otherwise. The exact cluster kernel takes every one of its kMaxItems
-// slots as part of the row, so a cluster launch of fewer groups per thread is never exact.
+// launch's threads x items groups, all but each thread's last group in the row where the
+// registers path holds kMaxItems groups per thread and the row is longer than kMaxItems - 1 of
+// them, whole groups where N is a multiple of the group and accesses are full width, nothing
+// otherwise. The exact cluster kernel takes every one of its kMaxItems slots as part of the row,
+// so a cluster launch of fewer groups per thread is never exact.
 template <class K>
 RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
   if (K::kLoad != K::kGroup || a.cols % K::kGroup != 0) return RowFit::kAny;
-  const int64_t covered =
-      static_cast<int64_t>(cluster_blocks) * cfg.threads_per_row * cfg.items * K::kGroup;
+  const int64_t slots = static_cast<int64_t>(cluster_blocks) * cfg.threads_per_row * cfg.items;
   const bool exact_kernel =
       cfg.path != NormConfig::Path::kCluster || cfg.items == kNormClusterMaxItems;
-  return a.cols == covered && exact_kernel ? RowFit::kExact : RowFit::kWhole;
+  if (a.cols == slots * K::kGroup && exact_kernel) return RowFit::kExact;
+  const int64_t groups = a.cols / K::kGroup;
+  if (cfg.path == NormConfig::Path::kRegisters && cfg.items == K::kMaxItems &&
+      groups > static_cast<int64_t>(cfg.threads_per_row) * (K::kMaxItems - 1)) {
+    return RowFit::kLastPartial;
+  }
+  return RowFit::kWhole;
 }
 
 // Whether a call takes the plain form (OutputForm::kPlain) where K has it (norm_plain_call; a
@@ -90,7 +97,8 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 // 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
 // thread count fixed (exact_registers_kernel), and the fused add's four-group one also with its
 // weight at the output (NormConfig::weight_at_output; other kernels ignore the flag); the exact
-// cluster kernel for its kMaxItems. LayerNorm's other registers kernels come twice: for rows of a
+// cluster kernel for its kMaxItems. The registers kernel of kMaxItems groups per thread comes for
+// RowFit::kLastPartial too. LayerNorm's other registers kernels come twice: for rows of a
 // power-of-two number of whole groups (`power_of_two_rows`: their moments in one reduction) and
 // for the rest.
 template <class K>
@@ -133,6 +141,7 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
         return norm_registers_kernel<K, RowFit::kExact, 5>;
       }
     }
+    if (fit == RowFit::kLastPartial) return norm_registers_kernel<K, RowFit::kLastPartial>;
     if (fit != RowFit::kAny) {
       if constexpr (K::kLayer) {
         if (power_of_two_rows) {
@@ -187,7 +196,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   auto kernel =
       pick_norm_kernel<K>(fit, cfg, cfg.plain && plain_norm_call(a), power_of_two_rows);
   if (cluster_blocks > 8) {
-    static std::atomic<bool> allowed[3][kMaxDevicesTracked];  // per RowFit: one kernel each
+    static std::atomic<bool> allowed[kRowFitCount][kMaxDevicesTracked];  // one kernel a RowFit
     std::atomic<bool>& done =
         allowed[static_cast<int>(fit)][info.index % kMaxDevicesTracked];
     if (!done.load()) {
@@ -202,7 +211,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     // Per RowFit (one kernel each) and cluster size (a power of two up to 16), for the block size
     // last asked about (the heuristic always takes kNormClusterThreads): count << 4 | log2(block
     // size); 0: not yet asked.
-    static std::atomic<int> resident[3][5][kMaxDevicesTracked];
+    static std::atomic<int> resident[kRowFitCount][5][kMaxDevicesTracked];
     std::atomic<int>& known = resident[static_cast<int>(fit)][log2_floor(cluster_blocks) % 5]
                                       [info.index % kMaxDevicesTracked];
     const int threads_log2 = log2_floor(cfg.block_threads);
