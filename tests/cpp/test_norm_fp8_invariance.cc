@@ -29,10 +29,11 @@ class NormFp8Invariance : public ::testing::TestWithParam<Param> {
 TEST_P(NormFp8Invariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const auto [backend, op, scale] = GetParam();
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {769, 3072, 4096, 5120, 5125, 14336}) {
-      // N = 3072 and 5120 exercise the GPU's three- and five-groups-per-thread kernels; the CPU
-      // has no such path.
-      if ((n == 3072 || n == 5120) && backend != Backend::kGPU) continue;
+    for (int64_t n : {769, 2304, 3072, 4096, 5120, 5125, 14336}) {
+      // N = 3072 and 5120 exercise the GPU's three- and five-groups-per-thread kernels, 2304 and
+      // 14336 (bf16) its three and four with each thread's last group partly past the row; the
+      // CPU has no such path.
+      if ((n == 2304 || n == 3072 || n == 5120) && backend != Backend::kGPU) continue;
       NormFp8Case batch;
       batch.op = op;
       batch.scale = scale;

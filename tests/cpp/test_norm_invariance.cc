@@ -43,11 +43,12 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const Backend backend = std::get<0>(GetParam());
   const NormOp op = std::get<1>(GetParam());
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {769, 4096, 5120, 5125, 7168, 12288, 65536, 262144}) {
+    for (int64_t n : {769, 2304, 4096, 5120, 5125, 7168, 12288, 65536, 262144}) {
       const bool gpu = backend == Backend::kGPU;
-      // The GPU's five-group kernel, and (7168 bf16) its four-group kernel whose threads' last
-      // groups lie partly past the row (RowFit::kLastPartial); the CPU has no such paths.
-      if ((n == 5120 || n == 7168) && !gpu) continue;
+      // The GPU's five-group kernel, and (2304 and 7168 bf16) its three- and four-group kernels
+      // whose threads' last groups lie partly past the row (RowFit::kLastPartial); the CPU has
+      // no such paths.
+      if ((n == 2304 || n == 5120 || n == 7168) && !gpu) continue;
       NormCase batch;
       batch.op = op;
       batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
@@ -153,7 +154,7 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n : {7, 64, 384, 769, 3072, 3584, 4096, 5120, 5125, 8192, 16384}) {
+        for (int64_t n : {7, 64, 384, 769, 2304, 3072, 3584, 4096, 5120, 5125, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
@@ -163,9 +164,9 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
           // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the
           // row exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
           // threads, rows sharing a block) in the forms that have that kernel
-          // (gpu::odd_items_built). N = 3584 at four groups per thread: every thread's last group
-          // tested against the row's end and its others not (RowFit::kLastPartial), against
-          // twice the threads (RowFit::kWhole).
+          // (gpu::odd_items_built). N = 3584 at four groups per thread and 2304 at three: every
+          // thread's last group tested against the row's end and its others not
+          // (RowFit::kLastPartial); 3584 also against twice the threads (RowFit::kWhole).
           for (int items : {1, 2, 4, 3, 5}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +
@@ -178,8 +179,10 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
             const bool made = gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
                                                     threads, items, &config);
             if (gpu::norm_odd_items(items)) {
-              const bool exact = n % shape.group_elems == 0 && threads * items == groups;
-              ASSERT_EQ(made, exact && gpu::odd_items_built(layer, add, items));
+              const bool whole = n % shape.group_elems == 0;
+              const bool covers = threads * items == groups ||
+                                  (items == 3 && gpu::items_last_partial(groups, threads, items));
+              ASSERT_EQ(made, whole && covers && gpu::odd_items_built(layer, add, items));
               if (!made) continue;
             }
             ASSERT_TRUE(made);

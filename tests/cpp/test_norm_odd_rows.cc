@@ -14,7 +14,8 @@ namespace {
 
 // Rows of 3 x 2^k or 5 x 2^k whole groups take that many groups per thread (no idle slot) once
 // the batch fills the GPU (fp8 outputs included); not at small batches, not five for LayerNorm
-// with the add, not when the rows are not whole, aligned groups. Other rows keep four.
+// with the add (which takes three there, its threads' last groups partly past the row), not when
+// the rows are not whole, aligned groups. Other rows keep four.
 TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
   struct Case {
     int64_t cols, rows;
@@ -48,10 +49,51 @@ TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
       EXPECT_EQ(odd_of(choose_norm_config(s)), 0);
       s.whole_groups = true;
       s.layer = true;
-      EXPECT_EQ(odd_of(choose_norm_config(s)), odd == 5 && add ? 0 : odd);
+      EXPECT_EQ(odd_of(choose_norm_config(s)), odd == 5 && add ? 3 : odd);
       s.layer = false;
       s.fp8_output = true;
       EXPECT_EQ(odd_of(choose_norm_config(s)), odd);
+    }
+  }
+}
+
+// Rows of more than 2 x 2^k and fewer than 3 x 2^k whole groups (N = 1152, 2304, 4608 bf16) take
+// three groups per thread on 2^k threads once the batch fills the GPU, each thread's last group
+// partly past the row (items_last_partial), where four would leave every thread's last slot
+// idle; rows of 7 x 2^k keep four (their last slots partly past the row). Not where the groups
+// are not whole, nor for a single row.
+TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
+  struct Case {
+    int64_t cols, rows;
+    int group;
+    int threads_per_row, items;
+  };
+  for (const Case& k : {Case{2304, 16384, 8, 128, 3}, Case{4608, 2048, 8, 256, 3},
+                        Case{1152, 65536, 8, 64, 3}, Case{5376, 16384, 8, 256, 3},
+                        Case{2304, 16384, 4, 256, 3}, Case{3584, 16384, 8, 128, 4}}) {
+    for (const bool layer : {false, true}) {
+      for (const bool add : {false, true}) {
+        NormShape s;
+        s.group_elems = k.group;
+        s.source_elem_bytes = 16 / k.group;
+        s.whole_groups = true;
+        s.layer = layer;
+        s.adds_residual = add;
+        s.min_blocks_per_sm = add && !layer ? 1 : 2;
+        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
+                     " group=" + std::to_string(k.group) + " N=" + std::to_string(k.cols) +
+                     " M=" + std::to_string(k.rows));
+        const NormConfig c =
+            expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
+        EXPECT_TRUE(items_last_partial(k.cols / k.group, c.threads_per_row, c.items));
+        s.whole_groups = false;
+        s.cols = k.cols;
+        s.rows = k.rows;
+        EXPECT_EQ(choose_norm_config(s).items, kNormMaxItems);
+        s.whole_groups = true;
+        s.rows = 1;  // latency: a power of two, as few groups per thread as the chain takes
+        EXPECT_NE(choose_norm_config(s).items, 3);
+      }
     }
   }
 }

@@ -99,7 +99,8 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
     const bool pow2_items = items >= 1 && items <= max_items && (items & (items - 1)) == 0;
     const bool odd_items = norm_odd_items(items) && odd_items_built(shape, items) &&
                            shape.whole_groups && shape.cols % shape.group_elems == 0 &&
-                           static_cast<int64_t>(threads_per_row) * items == groups;
+                           (static_cast<int64_t>(threads_per_row) * items == groups ||
+                            items_last_partial(groups, threads_per_row, items));
     if (!pow2_items && !odd_items) return false;
     if (static_cast<int64_t>(threads_per_row) * items < groups) return false;
     c.items = items;
@@ -242,7 +243,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
     make_norm_config(shape, NormConfig::Path::kRegisters,
                      static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
     // Rows of 3 x 2^k or 5 x 2^k whole groups at batches that fill the GPU: that many groups per
-    // thread, no idle slot (norm_config.h).
+    // thread, no idle slot; rows of 2 x 2^k to 3 x 2^k whole groups: three on those 2^k threads,
+    // the last slot of some idle rather than of all (norm_config.h).
     if (fills_gpu && items == kNormMaxItems && shape.whole_groups) {
       for (const int odd : kNormOddItemCounts) {
         const int64_t odd_threads = groups / odd;
@@ -252,6 +254,9 @@ NormConfig choose_norm_config(const NormShape& shape) {
                              odd, &c)) {
           return c;
         }
+      }
+      if (items_last_partial(groups, c.threads_per_row, 3)) {
+        make_norm_config(shape, NormConfig::Path::kRegisters, c.threads_per_row, 3, &c);
       }
     }
     // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per

@@ -129,6 +129,19 @@ constexpr bool norm_odd_items(int items) {
 constexpr bool odd_items_built(bool layer, bool adds_residual, int items) {
   return items == 3 || (items == 5 && !(layer && adds_residual));
 }
+// Registers path, whole groups: the item counts with a kernel that knows each thread's first
+// items - 1 groups lie in the row and tests only the last (the kernels' RowFit::kLastPartial),
+// for rows of threads x (items - 1) < groups < threads x items. Four: rows of 7 x 2^k groups
+// (N = 896, 3584, 7168 bf16) at batches that fill the GPU; three (with 2^k threads, the one odd
+// count taken where it does not cover the row exactly): rows between 2 x 2^k and 3 x 2^k groups
+// (N = 1152, 2304, 4608 bf16), where four per thread would leave the last slot of every thread
+// idle. The sum order is that of the power-of-two layouts (above), so bits do not change.
+constexpr bool last_partial_items_built(int items) { return items == 3 || items == kNormMaxItems; }
+constexpr bool items_last_partial(int64_t groups, int threads_per_row, int items) {
+  return last_partial_items_built(items) &&
+         static_cast<int64_t>(threads_per_row) * (items - 1) < groups &&
+         groups < static_cast<int64_t>(threads_per_row) * items;
+}
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 constexpr int kNormMaxOutputParts = 4;  // registers path: NormConfig::output_parts
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
@@ -149,8 +162,9 @@ NormConfig choose_norm_config(const NormShape& shape);
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
 
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
-// kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly where
-// shape.whole_groups and odd_items_built), a cluster-path config with blocks of `threads_per_row`
+// kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly, or three with each
+// thread's last group partly past the row (items_last_partial), where shape.whole_groups and
+// odd_items_built), a cluster-path config with blocks of `threads_per_row`
 // threads x `items` groups (as many blocks per row as cover it, a power of two), or the staged
 // path with `threads_per_row` threads; used by the heuristic, the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.

@@ -29,8 +29,8 @@ namespace fusekit::gpu {
 
 // What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
 // launch's threads x items groups, all but each thread's last group in the row where the
-// registers path holds kMaxItems groups per thread and the row is longer than kMaxItems - 1 of
-// them, whole groups where N is a multiple of the group and accesses are full width, nothing
+// registers path's threads hold more than items - 1 groups each and items has that kernel
+// (items_last_partial), whole groups where N is a multiple of the group and accesses are full width, nothing
 // otherwise. The exact cluster kernel takes every one of its kMaxItems slots as part of the row,
 // so a cluster launch of fewer groups per thread is never exact.
 template <class K>
@@ -40,12 +40,9 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
   const bool exact_kernel =
       cfg.path != NormConfig::Path::kCluster || cfg.items == kNormClusterMaxItems;
   if (a.cols == slots * K::kGroup && exact_kernel) return RowFit::kExact;
-  const int64_t groups = a.cols / K::kGroup;
-  if (cfg.path == NormConfig::Path::kRegisters && cfg.items == K::kMaxItems &&
-      groups > static_cast<int64_t>(cfg.threads_per_row) * (K::kMaxItems - 1)) {
-    return RowFit::kLastPartial;
-  }
-  return RowFit::kWhole;
+  const bool last_partial = cfg.path == NormConfig::Path::kRegisters &&
+                            items_last_partial(a.cols / K::kGroup, cfg.threads_per_row, cfg.items);
+  return last_partial ? RowFit::kLastPartial : RowFit::kWhole;
 }
 
 // Whether a call takes the plain form (OutputForm::kPlain) where K has it (norm_plain_call; a
@@ -141,7 +138,11 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
         return norm_registers_kernel<K, RowFit::kExact, 5>;
       }
     }
-    if (fit == RowFit::kLastPartial) return norm_registers_kernel<K, RowFit::kLastPartial>;
+    if (fit == RowFit::kLastPartial) {
+      static_assert(last_partial_items_built(K::kMaxItems), "one kernel per built count");
+      if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
+      return norm_registers_kernel<K, RowFit::kLastPartial>;
+    }
     if (fit != RowFit::kAny) {
       if constexpr (K::kLayer) {
         if (power_of_two_rows) {
@@ -172,11 +173,13 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
   const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
   if (cfg.path == Path::kRegisters && (cfg.items > K::kMaxItems || norm_odd_items(cfg.items)) &&
-      (!odd_items_built(K::kLayer, K::kAdd, cfg.items) || fit != RowFit::kExact)) {
+      (!odd_items_built(K::kLayer, K::kAdd, cfg.items) ||
+       (fit != RowFit::kExact && fit != RowFit::kLastPartial))) {
     return Status::runtime_error(
         "norm: " + std::to_string(cfg.items) +
-        " groups per thread need rows that the launch covers exactly in whole, 16-byte aligned "
-        "groups, and a form built for them (five: not LayerNorm with the add)");
+        " groups per thread need rows of whole, 16-byte aligned groups that the launch covers "
+        "exactly (three: or with each thread's last group partly past the row), and a form "
+        "built for them (five: not LayerNorm with the add)");
   }
   if (cfg.output_parts != 1 &&
       (cfg.path != Path::kRegisters || cfg.rows_per_block != 1 || K::kFp8Out ||
