@@ -12,16 +12,33 @@
 namespace fusekit::gpu {
 namespace {
 
+// A row length and batch, its dtype's group (8 elements of 16-bit x, 4 of fp32), and the
+// registers-path launch the heuristic should give it.
+struct RowsCase {
+  int64_t cols, rows;
+  int group;
+  int threads_per_row, items;
+};
+
+// Whole, aligned groups of a `group`-element dtype, RMSNorm or LayerNorm, with or without the add
+// (each with its register budget: norm_min_blocks_per_sm for one dtype).
+NormShape whole_rows(int group, bool layer, bool add) {
+  NormShape s;
+  s.group_elems = group;
+  s.source_elem_bytes = 16 / group;
+  s.whole_groups = true;
+  s.layer = layer;
+  s.adds_residual = add;
+  s.min_blocks_per_sm = norm_min_blocks_per_sm(add, layer, true, true, false);
+  return s;
+}
+
 // Rows of 3 x 2^k or 5 x 2^k whole groups take that many groups per thread (no idle slot) once
 // the batch fills the GPU (fp8 outputs included); not at small batches, not five for LayerNorm
 // with the add (which takes three there, its threads' last groups partly past the row), not when
 // the rows are not whole, aligned groups. Other rows keep four.
 TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
-  struct Case {
-    int64_t cols, rows;
-    int group;
-    int threads_per_row, items;
-  };
+  using Case = RowsCase;
   for (const Case& k : {Case{5120, 16384, 8, 128, 5}, Case{5120, 2048, 8, 128, 5},
                         Case{2560, 65536, 8, 64, 5}, Case{10240, 4096, 8, 256, 5},
                         Case{5120, 16384, 4, 256, 5}, Case{3072, 16384, 8, 128, 3},
@@ -31,12 +48,7 @@ TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
                         Case{3584, 16384, 8, 128, 4}, Case{7168, 16384, 8, 256, 4},
                         Case{4096, 16384, 8, 128, 4}}) {
     for (const bool add : {false, true}) {
-      NormShape s;
-      s.group_elems = k.group;
-      s.source_elem_bytes = 16 / k.group;
-      s.whole_groups = true;
-      s.adds_residual = add;
-      s.min_blocks_per_sm = add ? 1 : 2;
+      NormShape s = whole_rows(k.group, false, add);
       SCOPED_TRACE("add=" + std::to_string(add) + " group=" + std::to_string(k.group) +
                    " N=" + std::to_string(k.cols));
       expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
@@ -63,23 +75,13 @@ TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
 // idle; rows of 7 x 2^k keep four (their last slots partly past the row). Not where the groups
 // are not whole, nor for a single row.
 TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
-  struct Case {
-    int64_t cols, rows;
-    int group;
-    int threads_per_row, items;
-  };
+  using Case = RowsCase;
   for (const Case& k : {Case{2304, 16384, 8, 128, 3}, Case{4608, 2048, 8, 256, 3},
                         Case{1152, 65536, 8, 64, 3}, Case{5376, 16384, 8, 256, 3},
                         Case{2304, 16384, 4, 256, 3}, Case{3584, 16384, 8, 128, 4}}) {
     for (const bool layer : {false, true}) {
       for (const bool add : {false, true}) {
-        NormShape s;
-        s.group_elems = k.group;
-        s.source_elem_bytes = 16 / k.group;
-        s.whole_groups = true;
-        s.layer = layer;
-        s.adds_residual = add;
-        s.min_blocks_per_sm = add && !layer ? 1 : 2;
+        NormShape s = whole_rows(k.group, layer, add);
         SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                      " group=" + std::to_string(k.group) + " N=" + std::to_string(k.cols) +
                      " M=" + std::to_string(k.rows));
