@@ -105,9 +105,10 @@ enum class RowFit {
   // the row's end, or past `items`.
   kWhole,
   // Whole, and every thread holds exactly kItems slots of which the first kItems - 1 lie in the
-  // row: threads x (kItems - 1) < groups < threads x kItems (registers path; rows of 7 x 2^k
-  // groups at four per thread, N = 3584 and 7168 bf16). Only the last slot is tested, so the
-  // kernel keeps the exact one's straight-line loads for the rest (bench/NOTES.md, "Norm v26").
+  // row: threads x (kItems - 1) < groups < threads x kItems (registers path, kItems three or
+  // four: norm_config.h's items_last_partial; N = 3584 and 7168 bf16 at four, 2304 and 4608 at
+  // three). Only the last slot is tested, so the kernel keeps the exact one's straight-line loads
+  // for the rest (bench/NOTES.md, "Norm v26").
   kLastPartial,
   // Whole, and the row (or a cluster block's slice) is exactly threads x kItems groups: every
   // group a thread holds lies in the row, so there are no bounds at all.

@@ -28,11 +28,11 @@
 namespace fusekit::gpu {
 
 // What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
-// launch's threads x items groups, all but each thread's last group in the row where the
+// launch's threads x items groups; all but each thread's last group in the row where the
 // registers path's threads hold more than items - 1 groups each and items has that kernel
-// (items_last_partial), whole groups where N is a multiple of the group and accesses are full width, nothing
-// otherwise. The exact cluster kernel takes every one of its kMaxItems slots as part of the row,
-// so a cluster launch of fewer groups per thread is never exact.
+// (items_last_partial); whole groups where N is a multiple of the group and accesses are full
+// width; nothing otherwise. The exact cluster kernel takes every one of its kMaxItems slots as
+// part of the row, so a cluster launch of fewer groups per thread is never exact.
 template <class K>
 RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
   if (K::kLoad != K::kGroup || a.cols % K::kGroup != 0) return RowFit::kAny;
@@ -94,10 +94,10 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 // 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
 // thread count fixed (exact_registers_kernel), and the fused add's four-group one also with its
 // weight at the output (NormConfig::weight_at_output; other kernels ignore the flag); the exact
-// cluster kernel for its kMaxItems. The registers kernel of kMaxItems groups per thread comes for
-// RowFit::kLastPartial too. LayerNorm's other registers kernels come twice: for rows of a
-// power-of-two number of whole groups (`power_of_two_rows`: their moments in one reduction) and
-// for the rest.
+// cluster kernel for its kMaxItems. The registers kernels of three and four (kMaxItems) groups
+// per thread come for RowFit::kLastPartial too (last_partial_items_built). LayerNorm's other
+// registers kernels come twice: for rows of a power-of-two number of whole groups
+// (`power_of_two_rows`: their moments in one reduction) and for the rest.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_of_two_rows) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
