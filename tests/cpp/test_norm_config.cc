@@ -54,13 +54,21 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
             }
             ASSERT_EQ(c.block_threads, c.threads_per_row * c.rows_per_block);
             // One row per block from 64 threads per row up; shorter rows share 64-thread blocks
-            // (a whole warp at least); the fused add's 256-thread rows go two to a block at
-            // between one and two blocks per SM.
+            // (a whole warp at least), or at batches that fill the GPU blocks of just enough rows
+            // for 256 groups; the fused add's 256-thread rows go two to a block at between one
+            // and two blocks per SM.
             const bool paired = budget == 1 && c.threads_per_row == 256 && c.items == 4 &&
                                 m > s.sm_count &&
                                 m <= 2 * s.sm_count;
-            ASSERT_EQ(c.block_threads,
-                      paired ? 512 : std::max({c.threads_per_row, 64, warp}));
+            const int floor_threads = std::max({c.threads_per_row, 64, warp});
+            if (paired) {
+              ASSERT_EQ(c.block_threads, 512);
+            } else if (c.block_threads != floor_threads) {
+              ASSERT_GT(m * groups, int64_t{128} * s.sm_count);  // a batch that fills the GPU
+              ASSERT_TRUE(is_pow2(static_cast<int>(groups)) && groups < 32);
+              ASSERT_GT(c.block_threads, floor_threads);
+              ASSERT_LT(c.rows_per_block / 2 * groups, 256);
+            }
             // No more threads than groups, beyond rounding up to a power of two.
             ASSERT_LT(c.threads_per_row, 2 * groups);
           } else {
@@ -136,6 +144,52 @@ struct RegistersCase {
   int64_t cols, rows;
   int threads_per_row, items;
 };
+
+// Short rows of a power-of-two number of groups under 32 at batches that fill the GPU: eight
+// threads per row (one group per thread where the row has fewer groups), in blocks of rows enough
+// for 256 groups, except RMSNorm's fp8 forms without the add; other rows keep four groups per
+// thread (or three where they cover the row) in 64-thread blocks, as do batches that do not fill
+// the GPU.
+TEST(NormConfig, ShortRowsSpanEightThreadsInBlocksOf256GroupsAtLargeBatches) {
+  struct Case {
+    int group_elems;
+    int64_t cols, rows;
+    int threads_per_row, items, rows_per_block;
+  };
+  for (const Case& k : {Case{8, 64, 131072, 8, 1, 32}, Case{8, 64, 16384, 8, 1, 32},
+                        Case{8, 128, 131072, 8, 2, 16}, Case{8, 32, 131072, 4, 1, 64},
+                        Case{8, 8, 131072, 1, 1, 256}, Case{4, 64, 131072, 8, 2, 16},
+                        Case{8, 256, 131072, 8, 4, 8}, Case{8, 512, 131072, 16, 4, 4},
+                        Case{4, 128, 131072, 8, 4, 8}, Case{8, 96, 131072, 4, 3, 16},
+                        Case{8, 64, 64, 8, 1, 8}, Case{8, 128, 256, 16, 1, 4}}) {
+    for (const bool add : {false, true}) {
+      for (const bool layer : {false, true}) {
+        for (const bool fp8 : {false, true}) {
+          if (fp8 && layer) continue;
+          SCOPED_TRACE("add=" + std::to_string(add) + " layer=" + std::to_string(layer) +
+                       " fp8=" + std::to_string(fp8) + " group=" + std::to_string(k.group_elems));
+          NormShape s;
+          s.group_elems = k.group_elems;
+          s.whole_groups = true;
+          s.adds_residual = add;
+          s.layer = layer;
+          s.fp8_output = fp8;
+          s.min_blocks_per_sm = norm_min_blocks_per_sm(add, layer, true, true, false);
+          // RMSNorm's fp8 forms without the add keep four groups per thread in 64-thread blocks.
+          const int64_t groups = k.cols / k.group_elems;
+          const bool kept = fp8 && !add && k.rows * groups > 128 * 132 && groups < 32 &&
+                            is_pow2(static_cast<int>(groups));
+          const int items = kept ? static_cast<int>(std::min<int64_t>(4, groups)) : k.items;
+          const int threads = kept ? static_cast<int>(groups / items) : k.threads_per_row;
+          const int rows = kept ? std::max(1, 64 / threads) : k.rows_per_block;
+          const NormConfig c = expect_registers_shape(s, k.cols, k.rows, threads, items);
+          EXPECT_EQ(c.rows_per_block, rows);
+          EXPECT_EQ(c.block_threads, threads * rows);
+        }
+      }
+    }
+  }
+}
 
 // The fused add (one 512-thread block per SM) at batches that fill the GPU spreads rows of a
 // power-of-two number of groups over at least 128 threads (fewer groups per thread: N = 1024 and

@@ -43,7 +43,7 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const Backend backend = std::get<0>(GetParam());
   const NormOp op = std::get<1>(GetParam());
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {769, 2304, 4096, 5120, 5125, 7168, 12288, 65536, 262144}) {
+    for (int64_t n : {64, 128, 769, 2304, 4096, 5120, 5125, 7168, 12288, 65536, 262144}) {
       const bool gpu = backend == Backend::kGPU;
       // The GPU's five-group kernel, and (2304 and 7168 bf16) its three- and four-group kernels
       // whose threads' last groups lie partly past the row (RowFit::kLastPartial); the CPU has
@@ -56,8 +56,10 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
       // and on the cluster path more rows than the GPU holds clusters (each cluster then
       // normalizes several rows in turn: 32 rows of 262144 against at most ~14 clusters of 16
       // blocks on an H100, 128 of 65536 against ~30-62 clusters of 4).
+      // Short rows (N = 64, 128) in batches that fill the GPU with them: blocks of several rows.
       batch.rows = n > 16384 ? (gpu ? std::max<int64_t>(3, (int64_t{1} << 23) / n) : 3)
-                             : (gpu ? 1100 : 257);
+                   : n <= 128 ? (gpu ? 16384 : 257)
+                              : (gpu ? 1100 : 257);
       batch.cols = n;
       batch.stats = true;
       batch.seed = static_cast<uint32_t>(n);
@@ -202,6 +204,12 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
               variants.back().rows_per_block = 2;
               variants.back().block_threads = 2 * config.block_threads;
             }
+            // Short rows in the heuristic's blocks of 256 groups at large batches
+            // (gpu::widen_short_row_blocks), more rows a block than the batch's seven: rows past
+            // the batch must be left alone.
+            gpu::NormConfig short_rows = config;
+            gpu::widen_short_row_blocks(groups, &short_rows);
+            if (short_rows.rows_per_block > 2) variants.push_back(short_rows);
             // Twice the threads the row needs, where a block holds them: slots or whole threads
             // past the row, which the sums (and LayerNorm's merged moments) must leave out.
             gpu::NormConfig wide;

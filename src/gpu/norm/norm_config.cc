@@ -65,6 +65,22 @@ constexpr int kFusedAddMinThreadsPerRow = 128;
 // 7.74 at 128 x 2 against 8.06 at 64 x 4 (fused_add_layer_norm 9.82 / 9.52 against 10.09 /
 // 9.88); one step further, [1024, 4096] and [2048, 2048], four groups per thread win or tie.
 constexpr int64_t kLayerMidSmGroups = 2 * kMidSmGroups;
+// Short rows of a power-of-two number of groups under 32 (N = 64 and 128 bf16; a head's q / k
+// norm) at batches that fill the GPU: spread over this many threads (one group per thread if
+// fewer), rather than four groups per thread on fewer, in blocks of kShortRowBlockGroups groups.
+// Cold L2 on an H100 (bench/NOTES.md, "Norm v28", three rounds), N = 64 at M = 131072 and 524288:
+// rms_norm 0.88-0.91x the time at 2 x 4, fused_add_rms_norm 0.80-0.87x, layer_norm 0.91-1.04x,
+// fused_add_layer_norm 0.81-0.85x, the fused add's fp8 form 0.85-0.88x; N = 128 at 8 x 2 against
+// 4 x 4 0.94-0.98x. Not RMSNorm's fp8 forms without the add (1.07-1.28x the time), nor rows of
+// other group counts, whose exact three-group kernels led by 1.2-3x (N = 96 bf16 at 4 x 3 against
+// 16 x 1); M = 16384 read within +-4% either way.
+constexpr int kShortRowMinThreadsPerRow = 8;
+// Those short rows' blocks: as many rows as make this many 16-byte groups of x. Blocks of less
+// work are launched slower than they finish: rms_norm [131072, 64] at 8 x 1 took 13.5 us in
+// blocks of 32 rows (256 groups), 13.9 in blocks of 16, 23.7 in blocks of 8 and 43.4 in blocks
+// of 4 (sweep, NOTES.md "Norm v28"). Longer rows' blocks stay as they are: four rows a block at
+// N = 778 (98 groups) instead of two measured level to 5% slower.
+constexpr int64_t kShortRowBlockGroups = 256;
 
 }  // namespace
 
@@ -133,6 +149,17 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
   return true;
 }
 
+void widen_short_row_blocks(int64_t groups, NormConfig* c) {
+  if (c->path != NormConfig::Path::kRegisters) return;
+  int rows = c->rows_per_block;
+  while (static_cast<int64_t>(rows) * groups < kShortRowBlockGroups &&
+         2 * rows * c->threads_per_row <= kNormMaxThreads) {
+    rows *= 2;
+  }
+  c->rows_per_block = rows;
+  c->block_threads = rows * c->threads_per_row;
+}
+
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   return config.path == NormConfig::Path::kRegisters && config.rows_per_block == 1 &&
@@ -198,6 +225,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const bool fills_gpu = batch_groups > static_cast<int64_t>(shape.sm_count) * kFullSmGroups &&
                            !((long_chain || layer_pairs) && small_grid);
     int items = fills_gpu ? std::max(fewest, most) : fewest;
+    const bool short_rows = fills_gpu && next_pow2(groups) == groups &&
+                            groups < static_cast<int64_t>(kShortRowMinThreadsPerRow) * max_items &&
+                            !(shape.fp8_output && !shape.adds_residual);
+    if (short_rows) {
+      items = static_cast<int>(std::max<int64_t>(1, groups / kShortRowMinThreadsPerRow));
+    }
     // The fused add's kernels (one 512-thread block per SM: min_blocks_per_sm) at batches that
     // fill the GPU: two groups per thread where they cover the row in at most
     // kLatencyThreadsPerRow threads at mid batches, or exactly in the widest block (N = 8192
@@ -259,6 +292,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
         make_norm_config(shape, NormConfig::Path::kRegisters, c.threads_per_row, 3, &c);
       }
     }
+    if (short_rows) widen_short_row_blocks(groups, &c);
     // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per
     // thread (two blocks per SM by their registers), one row each, replayed 30-60% slower with
     // programmatic dependent launch when the grid had between one and two blocks per SM

@@ -156,6 +156,12 @@ inline bool odd_items_built(const NormShape& shape, int items) {
 
 NormConfig choose_norm_config(const NormShape& shape);
 
+// Registers path: as many rows per block (a power of two, within kNormMaxThreads threads) as hold
+// 256 groups of rows of `groups` groups, where that is more than `config` has. The heuristic's
+// blocks of short rows (fewer than 32 groups) at batches that fill the GPU (norm_config.cc);
+// also for the tests.
+void widen_short_row_blocks(int64_t groups, NormConfig* config);
+
 // Whether `config` may share each row among blocks (NormConfig::output_parts > 1) for `shape`: a
 // registers-path row of its own block, covered exactly by 1, 2 or 4 whole groups per thread, the
 // weight beside the row, outputs apart from the inputs, no fp8 output.
