@@ -89,7 +89,7 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           }
           ASSERT_EQ(q.cluster_blocks, 1);
           if (q.items > 0) {
-            ASSERT_EQ(q.items, kActQuantItems);
+            ASSERT_EQ(q.items, act_quant_items(group));  // 32 elements a thread
             const int64_t covered = static_cast<int64_t>(q.block_threads) * q.items;
             ASSERT_GE(covered, groups);  // the row staged on chip
             // No idle warp (blocks of at least 64 threads aside).
@@ -102,10 +102,10 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
             ASSERT_EQ(q.smem_bytes, 0);
             // Only rows that do not fit: past 1024 threads x 4 groups, or past shared memory.
             const int64_t threads =
-                std::max<int64_t>(ceil_div(ceil_div(groups, kActQuantItems), s.warp_size) *
-                                      s.warp_size, 64);
+                std::max<int64_t>(ceil_div(ceil_div(groups, act_quant_items(group)),
+                                           s.warp_size) * s.warp_size, 64);
             ASSERT_TRUE(threads > kActMaxBlockThreads ||
-                        threads * kActQuantItems * group * 4 > s.max_smem_per_block);
+                        threads * act_quant_items(group) * group * 4 > s.max_smem_per_block);
           }
           ASSERT_GE(q.grid, 1);
           ASSERT_LE(q.grid, kMaxGridX);
@@ -137,6 +137,26 @@ TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
   s.rows = 1;
   s.max_cluster_blocks = 1;  // no clusters (HIP, before sm_90)
   EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
+}
+
+// A block per row: 32 elements of y per thread whatever the dtype (four 16-byte groups of bf16,
+// eight of float32), so float32 rows up to N = 14336 take the compact build as 16-bit ones do.
+TEST(ActConfig, QuantizedRowsTakeThirtyTwoElementsPerThread) {
+  for (const int group : {8, 4}) {
+    for (const int64_t n : {4864, 11008, 14336, 18944}) {
+      ActShape s = device_shape(0);  // H100
+      s.group_elems = group;
+      s.cols = n;
+      s.rows = 2048;
+      const ActQuantConfig q = choose_act_quant_config(s);
+      SCOPED_TRACE("group=" + std::to_string(group) + " n=" + std::to_string(n) + " " +
+                   q.to_string());
+      EXPECT_EQ(q.items, 32 / group);
+      EXPECT_EQ(q.block_threads, ceil_div(ceil_div(n, 32), 32) * 32);
+      EXPECT_EQ(q.block_threads <= kActQuantCompactThreads, n <= 14336);
+      EXPECT_EQ(q.smem_bytes, int64_t{q.block_threads} * 32 * 4);
+    }
+  }
 }
 
 TEST(ActConfig, HugeBatchesStayWithinGridLimits) {

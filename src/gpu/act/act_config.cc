@@ -165,7 +165,8 @@ bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantCon
   return true;
 }
 
-// Four groups per thread, in just the warps the row needs, y staged in shared memory between
+// 32 elements per thread (four groups of 16-bit inputs, eight of float32), in just the warps the
+// row needs, y staged in shared memory between
 // the row's max and its write. The kernel does the activation math, a block-wide max, then the
 // scaling and conversion; with one row per block it is the number of resident blocks that lets
 // one block's math overlap another's loads, and the math keeps the issue slots busy. Measured
@@ -174,18 +175,21 @@ bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantCon
 // SM and two groups per thread in 704-896 threads; staging y in shared memory rather than
 // registers let each thread keep two groups' loads in flight at that cap (+3-6 points); a
 // resident wave of blocks looping over the rows lost 6-11 points to a block per row. The
-// compact build takes rows of up to 448 threads (N = 14336 in 16-bit types), the longest
-// measured; longer rows take the wide build, and rows past four groups per thread of a
-// 1024-thread block, or past the block's shared memory, two passes.
+// compact build takes rows of up to 448 threads (N = 14336), the longest measured; longer rows
+// take the wide build, and rows past 32 elements per thread of a 1024-thread block, or past the
+// block's shared memory, two passes. float32 inputs took four groups too, in twice the threads:
+// their rows of 11008-14336 went to the wide build, one block an SM by its registers, and ran at
+// 66-83% of copy against 16-bit's 78-95% (H100, bench/NOTES.md "fp8 act_and_mul v19").
 ActQuantConfig make_act_quant_block_config(const ActShape& shape) {
   ActQuantConfig c;
   const int64_t warp = shape.warp_size;
+  const int items = act_quant_items(shape.group_elems);
   const int64_t threads =
-      std::max<int64_t>(ceil_div(ceil_div(row_groups(shape), kActQuantItems), warp) * warp, 64);
+      std::max<int64_t>(ceil_div(ceil_div(row_groups(shape), items), warp) * warp, 64);
   // y is staged in shared memory, 4 bytes per element of the block's groups.
-  const int64_t staging = threads * kActQuantItems * shape.group_elems * 4;
+  const int64_t staging = threads * items * shape.group_elems * 4;
   if (threads <= kActMaxBlockThreads && staging <= shape.max_smem_per_block) {
-    c.items = kActQuantItems;
+    c.items = items;
     c.block_threads = static_cast<int>(threads);
     c.smem_bytes = staging;
   } else {

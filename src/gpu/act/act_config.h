@@ -49,7 +49,9 @@ struct ActElementwiseConfig {
 // cluster_blocks.
 struct ActQuantConfig {
   int block_threads = 256;
-  int items = 4;  // one-block path: 4, or 0 (two passes); cluster path: 1, 2 or 4
+  // One-block path: act_quant_items (4 for 16-bit inputs, 8 for float32), or 0 (two passes);
+  // cluster path: 1, 2 or 4.
+  int items = 4;
   int64_t grid = 1;
   int cluster_blocks = 1;
   int64_t smem_bytes = 0;  // one-block path with items > 0: y staged in shared memory
@@ -70,11 +72,13 @@ struct ActShape {
   bool compact_layout = false;
 };
 
-// One-block quantizing kernel: the groups each thread computes (y staged in shared memory), and
-// the two builds of it: compact blocks (up to kActQuantCompactThreads threads, registers capped
-// so that kActQuantCompactBlocksPerSm of them fit an SM) and wide ones (up to
-// kActMaxBlockThreads, for longer rows). act_config.cc says why.
-constexpr int kActQuantItems = 4;
+// One-block quantizing kernel: the elements of y each thread computes (staged in shared memory),
+// as 16-byte groups of the input dtype (four groups of 16-bit types, eight of float32), and the
+// two builds of it: compact blocks (up to kActQuantCompactThreads threads, registers capped so
+// that kActQuantCompactBlocksPerSm of them fit an SM) and wide ones (up to kActMaxBlockThreads,
+// for longer rows). act_config.cc says why.
+constexpr int kActQuantElemsPerThread = 32;
+constexpr int act_quant_items(int group_elems) { return kActQuantElemsPerThread / group_elems; }
 constexpr int kActQuantCompactThreads = 448;
 constexpr int kActQuantCompactBlocksPerSm = 3;
 constexpr int kActMaxBlockThreads = 1024;

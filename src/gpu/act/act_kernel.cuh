@@ -20,11 +20,11 @@
 // (act_quant_cluster_kernel): each block holds its slice of y in registers, and the blocks'
 // maxima meet through distributed shared memory, so a decode step spreads its math over several
 // SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y
-// for kItems (4) groups, the next group's loads in flight during each group's math, keeps y in
-// shared memory through the block-wide max (QuantStaging), then scales, converts and writes,
-// reading the inputs once. Rows longer than four groups per thread of a 1024-thread block, or
-// than the block's shared memory holds, take the two-pass variant (kItems = 0: max first, then recompute y and write), reading
-// the inputs twice, the second time mostly from L2. The row max is taken with max.NaN where the
+// for kItems groups (act_quant_items: 32 elements), the next group's loads in flight during each
+// group's math, keeps y in shared memory through the block-wide max (QuantStaging), then scales,
+// converts and writes, reading the inputs once. Rows longer than that in a 1024-thread block, or
+// than the block's shared memory holds, take the two-pass variant (kItems = 0: max first, then
+// recompute y and write), reading the inputs twice, the second time mostly from L2. The row max is taken with max.NaN where the
 // GPU has it (core/host_device.h) and only the max is clamped to float32's range (core/fp8.h):
 // the per-element work beyond the plain op is one max, one multiply and half a conversion.
 //

@@ -67,6 +67,7 @@ Status launch_act_kernel(const ActLaunch& l) {
           if (raised != kSuccess) return raised;
           return launch(kernel, grid, block, smem, l.stream, l.pdl, l.args);
         };
+        constexpr int kQuantItems = act_quant_items(K::kGroup);
         if (l.quant.items == 0) {
           return launch(act_quant_kernel<K, F, kWarp, 0, kActMaxBlockThreads>, grid, block, 0,
                         l.stream, l.pdl, l.args);
@@ -74,11 +75,11 @@ Status launch_act_kernel(const ActLaunch& l) {
         if (l.quant.block_threads <= kActQuantCompactThreads) {
           static std::atomic<int> allowed[kMaxDevicesTracked];
           return launch_with_staging(
-              act_quant_kernel<K, F, kWarp, kActQuantItems, kActQuantCompactThreads>, allowed);
+              act_quant_kernel<K, F, kWarp, kQuantItems, kActQuantCompactThreads>, allowed);
         }
         static std::atomic<int> allowed[kMaxDevicesTracked];
         return launch_with_staging(
-            act_quant_kernel<K, F, kWarp, kActQuantItems, kActMaxBlockThreads>, allowed);
+            act_quant_kernel<K, F, kWarp, kQuantItems, kActMaxBlockThreads>, allowed);
       });
     });
   } else {
