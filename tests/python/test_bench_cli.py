@@ -255,6 +255,29 @@ def test_act_compile_on_cpu(tmp_path):
         check_row(row, "cpu")
 
 
+def test_compile_per_shape_specialises_each_shape(tmp_path):
+    # A fresh torch.compile(dynamic=False) for each shape: every shape's compile row is timed and
+    # checked against eager, and the JSON records the mode.
+    ns = (32, 48, 64)
+    proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--ops", "rms_norm",
+                                  "--M", "4", "--N", ",".join(map(str, ns)),
+                                  "--impls", "fusekit,eager,compile", "--compile", "per-shape")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    assert doc["env"]["options"]["compile"] == "per-shape"
+    rows = doc["rows"]
+    assert [(r["op"], r["M"], r["N"]) for r in rows] == [("rms_norm", 4, n) for n in ns]
+    for row in rows:
+        check_row(row, "cpu")
+        assert "time_us" in row["results"]["compile"], row["results"]["compile"]
+
+
+def test_compile_mode_is_checked(tmp_path):
+    proc, _, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--compile", "sometimes")
+    assert proc.returncode != 0
+    assert "--compile" in proc.stderr
+
+
 def test_default_runs_every_family(tmp_path):
     proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--M", "2", "--N", "32",
                                   "--impls", "fusekit")

@@ -21,8 +21,12 @@ and each op is compared with:
                x's dtype for the gated activations; for their fp8 forms the product in float32,
                scale = max(max|y| / 448, 1 / (448 * 512)) per row, y * (1 / scale) clamped to
                +-448 and cast to torch.float8_e4m3fn
-  compile      torch.compile of that eager code (default mode, one compiled function per op for
-               all shapes, as bench/baselines.py does)
+  compile      torch.compile of that eager code, default mode. With --compile shared (the
+               default) one compiled function per op for all shapes, as bench/baselines.py
+               does: from an op's second shape on torch.compile recompiles with dynamic sizes,
+               and its kernels are then the general ones. With --compile per-shape a fresh
+               compile with dynamic=False for each shape (the dynamo caches cleared first), a
+               kernel specialised to that shape: what a caller with one fixed shape gets
   seed_triton  the seed documents' Triton kernels, when their directory is given (loaded from
                DIR/seed_triton.py as bench/baselines.py loads them; GPU only): rms_norm,
                fused_add_rms_norm, silu_and_mul and gelu_tanh_and_mul
@@ -304,11 +308,19 @@ def load_seed(seed_dir: str):
     return module
 
 
-class Implementations:
-    """Callables per op and implementation; compiled functions and the seed module made once."""
+COMPILE_MODES = ("shared", "per-shape")
 
-    def __init__(self, device: str, wanted: tuple, seed_dir: str | None):
+
+class Implementations:
+    """Callables per op and implementation; compiled functions (per op, or per op and shape: see
+    COMPILE_MODES) and the seed module made once."""
+
+    def __init__(self, device: str, wanted: tuple, seed_dir: str | None,
+                 compile_mode: str = "shared"):
+        if compile_mode not in COMPILE_MODES:
+            raise ValueError(f"compile_mode: expected one of {COMPILE_MODES}, got {compile_mode!r}")
         self.device = device
+        self.compile_mode = compile_mode
         self.wanted = tuple(name for name in IMPLS if name in wanted)
         self.seed, self.seed_not_run = None, None
         if "seed_triton" in self.wanted:
@@ -331,13 +343,34 @@ class Implementations:
         self._compiled: dict = {}
         self._failed: dict = {}
 
+    def _compiled_fn(self, spec: OpSpec, shape: tuple | None):
+        if self.compile_mode == "shared":
+            key = spec.name
+        elif shape is None:
+            return spec.eager  # a placeholder: the table's order only, never called
+        else:
+            key = (spec.name, shape)
+        if key not in self._compiled:
+            if self.compile_mode == "per-shape":
+                # One specialised compile at a time: dynamo's caches are per code object, and
+                # spec.eager's would otherwise fill up with the earlier shapes' entries (and then
+                # run eager).
+                self._compiled.clear()
+                torch._dynamo.reset()
+                self._compiled[key] = torch.compile(spec.eager, dynamic=False)
+            else:
+                self._compiled[key] = torch.compile(spec.eager)
+        return self._compiled[key]
+
     def failed(self, spec: OpSpec, name: str, error: str) -> None:
         """Not to try `name` on this op again (a torch.compile that failed once, fails again,
         slowly)."""
         self._failed[(spec.name, name)] = NotRun("error", f"failed on an earlier shape: {error}")
 
-    def for_op(self, spec: OpSpec) -> dict:
-        """name -> callable(*args), or name -> NotRun (why it is not run)."""
+    def for_op(self, spec: OpSpec, shape: tuple | None = None) -> dict:
+        """name -> callable(*args), or name -> NotRun (why it is not run). `shape` (M, N): the
+        shape the callables will be timed on, which the per-shape compile mode specialises to
+        (None: only the table's names and order are wanted)."""
         table = {}
         for name in self.wanted:
             if (spec.name, name) in self._failed:
@@ -347,9 +380,7 @@ class Implementations:
             elif name == "eager":
                 table[name] = spec.eager
             elif name == "compile":
-                if spec.name not in self._compiled:
-                    self._compiled[spec.name] = torch.compile(spec.eager)
-                table[name] = self._compiled[spec.name]
+                table[name] = self._compiled_fn(spec, shape)
             elif spec.seed_name is None:
                 continue  # the seeds have no such op: no row entry at all
             elif self.seed_not_run:

@@ -65,6 +65,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--impls", type=_names, default=list(baselines.IMPLS),
                     help=f"comma-separated, of {', '.join(baselines.IMPLS)} (default: all; "
                          "seed_triton needs --seed-dir)")
+    ap.add_argument("--compile", default="shared", choices=baselines.COMPILE_MODES,
+                    help="torch.compile baseline: one compiled function per op for all shapes "
+                         "(shared, as the anchors' script; dynamic sizes from an op's second "
+                         "shape on) or a fresh compile specialised to each shape (per-shape)")
     ap.add_argument("--seed-dir", default=os.environ.get("FUSEKIT_SEED_DIR"),
                     help="directory holding seed_triton.py (default: $FUSEKIT_SEED_DIR)")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
@@ -194,7 +198,7 @@ def run(args, ap) -> int:
     dtype_name = str(dtype).replace("torch.", "")
     settings = timing.Settings.quick() if args.quick else timing.Settings()
     timer = timing.make_timer(device, settings)
-    impls = baselines.Implementations(device, tuple(args.impls), args.seed_dir)
+    impls = baselines.Implementations(device, tuple(args.impls), args.seed_dir, args.compile)
     if device == "cpu":
         print("No GPU in use: timing on the CPU with the host clock (no CUDA graphs, no L2 "
               "flush).", file=sys.stderr)
@@ -233,7 +237,7 @@ def run(args, ap) -> int:
         # Every implementation warmed up first, then timed in turn, round after round.
         small = device == "cuda" and m <= SMALL_M
         ready, checks, rounds = {}, {}, {}
-        for name, fn in impls.for_op(spec).items():
+        for name, fn in impls.for_op(spec, (m, n)).items():
             if isinstance(fn, baselines.NotRun):
                 row["results"][name] = fn.result()
             elif call_args is None:
