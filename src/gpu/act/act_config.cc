@@ -166,11 +166,11 @@ bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantCon
 }
 
 // 32 elements per thread (four groups of 16-bit inputs, eight of float32), in just the warps the
-// row needs, y staged in shared memory between
-// the row's max and its write. The kernel does the activation math, a block-wide max, then the
-// scaling and conversion; with one row per block it is the number of resident blocks that lets
-// one block's math overlap another's loads, and the math keeps the issue slots busy. Measured
-// on an H100 at N = 11008 and 14336 (bench/NOTES.md, "fp8 act_and_mul"): four groups in
+// row needs, y staged in shared memory between the row's max and its write. The kernel does the
+// activation math, a block-wide max, then the scaling and conversion; with one row per block it
+// is the number of resident blocks that lets one block's math overlap another's loads, and the
+// math keeps the issue slots busy. Measured on an H100 at N = 11008 and 14336 (bench/NOTES.md,
+// "fp8 act_and_mul"), 16-bit inputs: four groups in
 // 352-448 threads with registers capped for three blocks per SM beat the same blocks at two per
 // SM and two groups per thread in 704-896 threads; staging y in shared memory rather than
 // registers let each thread keep two groups' loads in flight at that cap (+3-6 points); a

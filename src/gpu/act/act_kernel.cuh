@@ -24,9 +24,10 @@
 // group's math, keeps y in shared memory through the block-wide max (QuantStaging), then scales,
 // converts and writes, reading the inputs once. Rows longer than that in a 1024-thread block, or
 // than the block's shared memory holds, take the two-pass variant (kItems = 0: max first, then
-// recompute y and write), reading the inputs twice, the second time mostly from L2. The row max is taken with max.NaN where the
-// GPU has it (core/host_device.h) and only the max is clamped to float32's range (core/fp8.h):
-// the per-element work beyond the plain op is one max, one multiply and half a conversion.
+// recompute y and write), reading the inputs twice, the second time mostly from L2. The row max
+// is taken with max.NaN where the GPU has it (core/host_device.h) and only the max is clamped to
+// float32's range (core/fp8.h): the per-element work beyond the plain op is one max, one multiply
+// and half a conversion.
 //
 // Numerics are those of the CPU backend, operation for operation (core/act_math.h, compiled without
 // contraction): float32 math, one rounding to the output dtype, and for fp8 the same scale and
