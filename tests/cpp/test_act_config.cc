@@ -76,8 +76,13 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           SCOPED_TRACE(q.to_string());
           ASSERT_LE(q.block_threads, kActMaxBlockThreads);
           ASSERT_EQ(q.block_threads % s.warp_size, 0);
-          if (q.cluster_blocks > 1) {  // a row over a cluster's blocks, small batches only
-            ASSERT_LT(2 * m, s.sm_count);
+          if (q.cluster_blocks > 1) {
+            // A row over a cluster's blocks: small batches, or rows past the compact block (at
+            // four groups per thread) at any batch.
+            const int64_t block_threads =
+                ceil_div(ceil_div(groups, act_quant_items(group)), s.warp_size) * s.warp_size;
+            ASSERT_TRUE(2 * m < s.sm_count ||
+                        (q.items == 4 && block_threads > kActQuantCompactThreads));
             ASSERT_LE(q.cluster_blocks, std::min(s.max_cluster_blocks, kActQuantMaxClusterBlocks));
             ASSERT_EQ(q.block_threads, kActQuantClusterThreads);
             ASSERT_TRUE(q.items == 1 || q.items == 2 || q.items == 4);
@@ -132,15 +137,22 @@ TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
   EXPECT_EQ(q.items, 2);
   s.rows = 65;  // rows for fewer than half the SMs: still split
   EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 7);
-  s.rows = 66;  // from half the SMs on, a block per row
+  s.rows = 66;  // from half the SMs on, four groups per thread: past the compact block, still
+                // split (RowsPastTheCompactBlockTakeClusters)
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.cluster_blocks, 4) << q.to_string();
+  EXPECT_EQ(q.items, 4);
+  s.cols = 14336;  // and a block per row where the compact block takes the row
   EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
+  s.cols = 28672;
   s.rows = 1;
   s.max_cluster_blocks = 1;  // no clusters (HIP, before sm_90)
   EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
 }
 
 // A block per row: 32 elements of y per thread whatever the dtype (four 16-byte groups of bf16,
-// eight of float32), so float32 rows up to N = 14336 take the compact build as 16-bit ones do.
+// eight of float32), so float32 rows up to N = 14336 take the compact build as 16-bit ones do
+// (longer rows take a cluster where the GPU has them: RowsPastTheCompactBlockTakeClusters).
 TEST(ActConfig, QuantizedRowsTakeThirtyTwoElementsPerThread) {
   for (const int group : {8, 4}) {
     for (const int64_t n : {4864, 11008, 14336, 18944}) {
@@ -148,13 +160,50 @@ TEST(ActConfig, QuantizedRowsTakeThirtyTwoElementsPerThread) {
       s.group_elems = group;
       s.cols = n;
       s.rows = 2048;
-      const ActQuantConfig q = choose_act_quant_config(s);
+      const ActQuantConfig q = make_act_quant_block_config(s);
       SCOPED_TRACE("group=" + std::to_string(group) + " n=" + std::to_string(n) + " " +
                    q.to_string());
+      if (n <= 14336) EXPECT_EQ(choose_act_quant_config(s).block_threads, q.block_threads);
       EXPECT_EQ(q.items, 32 / group);
       EXPECT_EQ(q.block_threads, ceil_div(ceil_div(n, 32), 32) * 32);
       EXPECT_EQ(q.block_threads <= kActQuantCompactThreads, n <= 14336);
       EXPECT_EQ(q.smem_bytes, int64_t{q.block_threads} * 32 * 4);
+    }
+  }
+}
+
+// Rows past the compact block (N > 14336) at any batch: a cluster of 256-thread blocks at four
+// groups per thread, up to the portable eight blocks (N = 65536 bf16, 32768 float32); rows that
+// fit the compact block keep it, and GPUs without clusters take the wide block.
+TEST(ActConfig, RowsPastTheCompactBlockTakeClusters) {
+  struct Case {
+    int group;
+    int64_t cols;
+    int cluster_blocks;  // 1: a block per row
+  };
+  for (const Case& k : {Case{8, 14336, 1}, Case{8, 18944, 3}, Case{8, 22016, 3},
+                        Case{8, 28672, 4}, Case{4, 14336, 1}, Case{4, 18944, 5},
+                        Case{4, 28672, 7}}) {
+    for (const int64_t m : {int64_t{2048}, int64_t{16384}, int64_t{1} << 20}) {
+      ActShape s = device_shape(0);  // H100
+      s.group_elems = k.group;
+      s.cols = k.cols;
+      s.rows = m;
+      ActQuantConfig q = choose_act_quant_config(s);
+      SCOPED_TRACE("group=" + std::to_string(k.group) + " n=" + std::to_string(k.cols) +
+                   " m=" + std::to_string(m) + " " + q.to_string());
+      EXPECT_EQ(q.cluster_blocks, k.cluster_blocks);
+      if (k.cluster_blocks > 1) {
+        EXPECT_EQ(q.items, 4);
+        EXPECT_EQ(q.block_threads, kActQuantClusterThreads);
+        EXPECT_EQ(q.grid, m * k.cluster_blocks);
+      } else {
+        EXPECT_EQ(q.block_threads, 448);
+      }
+      s.max_cluster_blocks = 1;  // no clusters (HIP, before sm_90): a block per row
+      q = choose_act_quant_config(s);
+      EXPECT_EQ(q.cluster_blocks, 1);
+      EXPECT_EQ(q.block_threads, static_cast<int>(ceil_div(ceil_div(k.cols, 32), 32) * 32));
     }
   }
 }

@@ -71,8 +71,8 @@ std::vector<ActCase> batch_cases(Activation act, ActMode mode) {
     }
   }
   if (mode == ActMode::kQuantFp8 && act == Activation::kSilu) {
-    // Beyond 1024 threads x 8 groups of bf16: the GPU's two-pass quantizer (shared by every
-    // activation, so once).
+    // Beyond 1024 threads x 32 elements and beyond an eight-block cluster (N = 65536 bf16): the
+    // GPU's two-pass quantizer (shared by every activation, so once).
     ActCase c;
     c.act = act;
     c.mode = mode;
@@ -82,6 +82,16 @@ std::vector<ActCase> batch_cases(Activation act, ActMode mode) {
     c.format = Fp8Format::kE4M3FNUZ;
     c.scale_upper_bound = 0.05f;
     cases.push_back(c);
+    // Past the compact block (N > 14336): a cluster per row at every batch, four groups per
+    // thread in the batch and fewer alone (the decode split), in both dtypes.
+    for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+      c.dtype = dtype;
+      c.cols = 18944;
+      c.format = dtype == DType::kFloat32 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
+      c.scale_upper_bound = 0.0f;
+      c.seed = 18944 + static_cast<uint32_t>(dtype);
+      cases.push_back(c);
+    }
   }
   return cases;
 }

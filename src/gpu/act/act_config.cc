@@ -153,7 +153,7 @@ bool act_forward_is_compact(const ActElementwiseConfig& c, const ActShape& shape
 
 bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config) {
   const int cluster_limit = std::min(shape.max_cluster_blocks, kActQuantMaxClusterBlocks);
-  if (items != 1 && items != 2 && items != 4) return false;
+  if (items != 1 && items != 2 && items != kActQuantClusterMaxItems) return false;
   const int64_t blocks = ceil_div(row_groups(shape), int64_t{kActQuantClusterThreads} * items);
   if (blocks < 2 || blocks > cluster_limit || shape.rows < 1) return false;
   ActQuantConfig c;
@@ -213,7 +213,24 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
       if (make_act_quant_cluster_config(shape, items, &c)) return c;
     }
   }
-  return make_act_quant_block_config(shape);
+  // Rows past the compact block (N > 14336: its 448 threads at 32 elements each) at larger
+  // batches: split over a cluster at four groups per thread as well, where that takes at most
+  // kActQuantMaxClusterBlocks blocks. The wide block they took holds one row an SM by its
+  // registers (19-28 warps); the cluster's 256-thread blocks keep y in registers and several rows
+  // an SM. Sweep on an H100 (bench/NOTES.md, "fp8 act_and_mul v19"), % of copy at M = 16384 /
+  // 2048, silu bf16: N = 18944 65.5 -> 86.2 / 62.7 -> 78.4, 22016 70.1 -> 93.3 / 66.3 -> 85.4,
+  // 28672 80.2 -> 90.4 / 73.7 -> 84.8 (gelu_tanh likewise); float32 N = 18944 75.9 -> 98.6,
+  // 28672 85.4 -> 99.5. At N = 14336 two such blocks measured level with the compact block
+  // (95.6 against 96.3), so rows that fit it keep it; rows past the wide block (two passes) were
+  // not measured and keep their path.
+  const ActQuantConfig block = make_act_quant_block_config(shape);
+  if (block.items > 0 && block.block_threads > kActQuantCompactThreads) {
+    ActQuantConfig c;
+    if (make_act_quant_cluster_config(shape, kActQuantClusterMaxItems, &c) && c.grid <= kMaxGrid) {
+      return c;
+    }
+  }
+  return block;
 }
 
 }  // namespace fusekit::gpu

@@ -43,10 +43,11 @@ struct ActElementwiseConfig {
 // items == 0 is the two-pass path for rows too long for that, in threads or in shared memory (the
 // inputs are read twice, the second time mostly from L2).
 //
-// Cluster path (cluster_blocks > 1; fewer rows than SMs, on GPUs with thread-block clusters): each
-// row is split over cluster_blocks blocks of kActQuantClusterThreads threads, `items` (1, 2 or 4)
-// groups per thread, so that a decode step's math runs on several SMs; grid = rows *
-// cluster_blocks.
+// Cluster path (cluster_blocks > 1, on GPUs with thread-block clusters): each row is split over
+// cluster_blocks blocks of kActQuantClusterThreads threads, `items` (1, 2 or 4) groups per thread,
+// y in registers; grid = rows * cluster_blocks. Taken for fewer rows than SMs, so that a decode
+// step's math runs on several SMs, and for rows longer than the compact block takes at any batch
+// (act_config.cc).
 struct ActQuantConfig {
   int block_threads = 256;
   // One-block path: act_quant_items (4 for 16-bit inputs, 8 for float32), or 0 (two passes);
@@ -83,6 +84,7 @@ constexpr int kActQuantCompactThreads = 448;
 constexpr int kActQuantCompactBlocksPerSm = 3;
 constexpr int kActMaxBlockThreads = 1024;
 constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
+constexpr int kActQuantClusterMaxItems = 4;    // cluster path: groups per thread (1, 2 or 4)
 // Elementwise kernels: threads per block; the most groups a thread takes (large batches); and the
 // most threads of one launch before the threads loop over the rows (2^27: a grid of 512K blocks,
 // hundreds of times what any GPU holds at once, so in practice every row has its own threads).
