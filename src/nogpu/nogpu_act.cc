@@ -1,6 +1,8 @@
 // The GPU entries of the gated activations in a build without a GPU backend: GPU tensors are
-// refused with kUnsupported, as nogpu.cc does for the norm family.
+// refused with kUnsupported, as nogpu.cc does for the norm family, and so is the internal entry
+// with an explicit launch configuration.
 #include "act/act_problem.h"
+#include "gpu/act/act_gpu.h"
 
 namespace fusekit::detail {
 namespace {
@@ -17,3 +19,14 @@ Status run_act_backward_gpu(const ActBackwardProblem&, Stream) {
 }
 
 }  // namespace fusekit::detail
+
+namespace fusekit::gpu {
+
+Status run_act_gpu_with(const detail::ActProblem&, Stream, const ActLaunchOverrides&) {
+  return detail::not_built("act_and_mul");
+}
+Status act_shape_of(const detail::ActProblem&, ActShape*) {
+  return detail::not_built("act_and_mul");
+}
+
+}  // namespace fusekit::gpu

@@ -1,6 +1,9 @@
 // Gated-activation test cases: setup, run, float64 reference, and checks. See act_cases.h.
 #include "act_cases.h"
 
+#include "act/act_problem.h"
+#include "gpu/act/act_gpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -154,7 +157,10 @@ double ActRun::grad_up_value(int64_t r, int64_t j) const {
   return grad_up.cols() > 0 ? grad_up.get(r, j) : out.get(r, out.cols() / 2 + j);
 }
 
-ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill) {
+namespace {
+
+// c's buffers on `backend`, outputs poisoned, inputs filled and uploaded.
+ActRun prepare_act_run(const ActCase& c, Backend backend, const ActFill& fill) {
   const int64_t m = c.rows, n = c.cols;
   const bool separate = c.layout == ActLayout::kSplitSeparate;
   ActRun run;
@@ -192,6 +198,23 @@ ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill) {
   run.up.upload();
   run.grad_out.upload();
 
+  return run;
+}
+
+// Waits for the call and brings every buffer back to the host.
+void finish_act_run(Backend backend, ActRun* run) {
+  if (backend == Backend::kGPU) (void)gpu_synchronize(0);
+  for (RowBuffer* b : {&run->in, &run->up, &run->grad_out, &run->out, &run->grad_up, &run->scale}) {
+    b->download();
+  }
+}
+
+}  // namespace
+
+ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill) {
+  const int64_t n = c.cols;
+  const bool separate = c.layout == ActLayout::kSplitSeparate;
+  ActRun run = prepare_act_run(c, backend, fill);
   const TensorView gate = split(c) ? columns(c, run.in, 0, n) : TensorView();
   const TensorView up = separate ? whole(c, run.up)
                                  : (split(c) ? columns(c, run.in, n, n) : TensorView());
@@ -216,10 +239,48 @@ ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill) {
                                                    whole(c, run.grad_out), x);
       break;
   }
-  if (backend == Backend::kGPU) (void)gpu_synchronize(0);
-  for (RowBuffer* b : {&run.in, &run.up, &run.grad_out, &run.out, &run.grad_up, &run.scale}) {
-    b->download();
+  finish_act_run(backend, &run);
+  return run;
+}
+
+ActRun run_act_quant_case_with(const ActCase& c, const ActQuantConfigure& configure) {
+  ActRun run = prepare_act_run(c, Backend::kGPU, {});
+  if (c.mode != ActMode::kQuantFp8 || c.rank3_d0 != 0) {
+    run.status = Status::invalid_argument("run_act_quant_case_with: a quantized case of rank 2");
+    return run;
   }
+  // The problem act_and_mul_quant_fp8 builds for these tensors (act_api.cc): gate and up as row
+  // pointers with their strides, the fused input's up half N elements past its gate.
+  const int64_t elem = static_cast<int64_t>(dtype_size(c.dtype));
+  detail::ActProblem p;
+  p.act = c.act;
+  p.rows = c.rows;
+  p.cols = c.cols;
+  p.dtype = c.dtype;
+  p.gate = run.in.data();
+  p.gate_stride = run.in.row_stride();
+  const bool separate = c.layout == ActLayout::kSplitSeparate;
+  p.up = separate ? run.up.data() : static_cast<const char*>(run.in.data()) + c.cols * elem;
+  p.up_stride = separate ? run.up.row_stride() : run.in.row_stride();
+  p.out = run.out.data();
+  p.out_stride = run.out.row_stride();
+  p.quantize = true;
+  p.format = c.format;
+  p.scale = static_cast<float*>(run.scale.data());
+  p.scale_upper_bound = c.scale_upper_bound;
+  p.device = device_of(Backend::kGPU);
+  gpu::ActShape shape;
+  run.status = gpu::act_shape_of(p, &shape);
+  gpu::ActQuantConfig config;
+  if (run.status.ok() && !configure(shape, &config)) {
+    run.status = Status::unsupported("run_act_quant_case_with: no such configuration here");
+  }
+  if (run.status.ok()) {
+    gpu::ActLaunchOverrides overrides;
+    overrides.quant = &config;
+    run.status = gpu::run_act_gpu_with(p, nullptr, overrides);
+  }
+  finish_act_run(Backend::kGPU, &run);
   return run;
 }
 

@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "gpu/act/act_config.h"
 #include "gtest/gtest.h"
 #include "test_support.h"
 
@@ -65,6 +66,13 @@ using ActFill = std::function<void(ActRun& run, std::mt19937& rng)>;
 
 // Poisoned buffers on `backend`, inputs filled, the op called, everything downloaded.
 ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill = {});
+
+// The quantized case c (rank 2) on the GPU through the internal entry that takes an explicit
+// launch configuration (gpu::run_act_gpu_with, as the benchmark's sweep): `configure` is given the
+// call's ActShape and sets the configuration, or returns false where the shape has none of the
+// kind it makes (run.status is then kUnsupported and nothing is launched).
+using ActQuantConfigure = std::function<bool(const gpu::ActShape&, gpu::ActQuantConfig*)>;
+ActRun run_act_quant_case_with(const ActCase& c, const ActQuantConfigure& configure);
 
 // Output against the float64 reference (and scales, fp8 codes for the quantized mode), no NaN
 // unless an input is NaN, padding and inputs untouched.

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -273,6 +275,111 @@ TEST(ActHugeTensor, MoreThan2To31ElementsAndMoreRowsThanThreads) {
           << "row " << r << " col " << j;
     }
   }
+}
+
+// Every build of the quantizing kernel against the CPU backend's bits, whatever the heuristic
+// picks on this GPU: one block per row (the compact build up to kActQuantCompactThreads threads,
+// the wide one past it, two passes past 1024 threads, and two passes forced at shorter rows), the
+// block looping over the rows, and a row split over a cluster at 1, 2 and 4 groups per thread
+// (where the GPU has clusters and the split takes 2-8 blocks). Which rows take which build differs
+// between GPUs (on an H100 rows past N = 14336 take the cluster, elsewhere the wide build), so
+// each is run here by its configuration, and the test fails if one is no longer reached.
+TEST(ActQuantLaunchShapes, EveryKernelBuildWritesTheCpuBits) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  using gpu::ActQuantConfig;
+  using gpu::ActShape;
+  struct Variant {
+    std::string name;
+    std::function<bool(const ActShape&, ActQuantConfig*)> make;
+  };
+  std::vector<Variant> variants = {
+      {"one block per row",
+       [](const ActShape& s, ActQuantConfig* c) {
+         *c = gpu::make_act_quant_block_config(s);
+         return true;
+       }},
+      {"two blocks looping over the rows",
+       [](const ActShape& s, ActQuantConfig* c) {
+         *c = gpu::make_act_quant_block_config(s);
+         c->grid = std::min<int64_t>(c->grid, 2);
+         return true;
+       }},
+      {"two passes",
+       [](const ActShape& s, ActQuantConfig* c) {
+         *c = ActQuantConfig{};
+         c->items = 0;
+         c->block_threads = gpu::kActMaxBlockThreads;
+         c->grid = std::max<int64_t>(s.rows, 1);
+         return true;
+       }},
+  };
+  for (int items : {1, 2, gpu::kActQuantClusterMaxItems}) {
+    variants.push_back({"cluster, " + std::to_string(items) + " groups a thread",
+                        [items](const ActShape& s, ActQuantConfig* c) {
+                          return gpu::make_act_quant_cluster_config(s, items, c);
+                        }});
+  }
+  struct RowKind {
+    DType dtype;
+    int64_t cols;
+    ActLayout layout;
+  };
+  // 20000 bf16 and 16000 float32: past the compact block; 40003: past 1024 threads x 32 elements.
+  const RowKind kinds[] = {
+      {DType::kBFloat16, 769, ActLayout::kFused},       {DType::kBFloat16, 5000, ActLayout::kFused},
+      {DType::kFloat16, 8192, ActLayout::kSplitHalves}, {DType::kBFloat16, 20000, ActLayout::kFused},
+      {DType::kFloat32, 5125, ActLayout::kSplitSeparate}, {DType::kFloat32, 16000, ActLayout::kFused},
+      {DType::kBFloat16, 40003, ActLayout::kSplitHalves},
+  };
+  const Activation acts[] = {Activation::kSilu, Activation::kGeluTanh, Activation::kGelu};
+  int compact_runs = 0, wide_runs = 0, two_pass_runs = 0, cluster_runs = 0;
+  bool clusters = false;
+  uint32_t seed = 900;
+  for (const RowKind& kind : kinds) {
+    for (const Variant& v : variants) {
+      ActCase c;
+      c.act = acts[seed % 3];
+      c.mode = ActMode::kQuantFp8;
+      c.layout = kind.layout;
+      c.dtype = kind.dtype;
+      c.rows = 5;
+      c.cols = kind.cols;
+      c.format = seed % 2 == 0 ? Fp8Format::kE4M3FN : Fp8Format::kE4M3FNUZ;
+      c.in_pad = kind.cols % 2 == 1 ? 3 : 0;
+      c.in_offset = kind.cols % 2 == 1 ? 1 : 0;
+      c.out_pad = 1;
+      c.seed = seed++;
+      SCOPED_TRACE(c.name() + ", " + v.name);
+      ActQuantConfig used;
+      bool made = false;
+      const ActRun run = run_act_quant_case_with(c, [&](const ActShape& s, ActQuantConfig* out) {
+        clusters = clusters || s.max_cluster_blocks > 1;
+        made = v.make(s, out);
+        used = *out;
+        return made;
+      });
+      if (!made) continue;
+      SCOPED_TRACE(used.to_string());
+      ASSERT_TRUE(run.status.ok()) << run.status.to_string();
+      if (used.cluster_blocks > 1) {
+        ++cluster_runs;
+      } else if (used.items == 0) {
+        ++two_pass_runs;
+      } else if (used.block_threads <= gpu::kActQuantCompactThreads) {
+        ++compact_runs;
+      } else {
+        ++wide_runs;
+      }
+      ASSERT_TRUE(check_act_run(c, run));
+      const ActRun cpu = run_act_case(c, Backend::kCPU);
+      ASSERT_TRUE(same_act_outputs(c, run, cpu)) << "GPU and CPU differ";
+    }
+  }
+  EXPECT_GT(compact_runs, 0);
+  EXPECT_GT(wide_runs, 0);
+  EXPECT_GT(two_pass_runs, 0);
+  if (clusters) EXPECT_GT(cluster_runs, 0);
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
