@@ -512,6 +512,54 @@ TEST(NormConfig, LongRowsSpreadOverAClusterWhereThereAreClusters) {
   EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kStaged);
 }
 
+// RMSNorm's fp8 forms take the cluster only for rows its blocks cover exactly, decided by N alone
+// (an unaligned call of the same N takes the same path); their other long rows stay staged, while
+// the plain forms take the cluster for any row it holds.
+TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
+  NormShape s;
+  s.max_cluster_blocks = 16;
+  s.max_smem_bytes = 227 * 1024;
+  s.min_blocks_per_sm = 1;
+  struct Row {
+    int group;
+    int64_t cols;
+    bool covered;
+  };
+  const Row rows[] = {
+      {8, 32768, true},  {8, 65536, true},   {8, 262144, true}, {8, 20480, false},
+      {8, 24576, false}, {8, 32760, false},  {8, 32769, false}, {4, 16384, true},
+      {4, 32768, true},  {4, 12288, false},  {4, 20000, false},
+  };
+  for (const Row& row : rows) {
+    for (bool add : {false, true}) {
+      for (bool whole : {false, true}) {
+        s.group_elems = row.group;
+        s.source_elem_bytes = 16 / row.group;
+        s.cols = row.cols;
+        s.adds_residual = add;
+        s.whole_groups = whole && row.cols % row.group == 0;
+        SCOPED_TRACE("N=" + std::to_string(row.cols) + " group=" + std::to_string(row.group) +
+                     " add=" + std::to_string(add) + " whole=" + std::to_string(whole));
+        s.fp8_output = false;
+        const NormConfig plain = choose_norm_config(s);
+        ASSERT_EQ(plain.path, NormConfig::Path::kCluster);
+        EXPECT_EQ(cluster_covers_row(s, plain), row.covered);
+        s.fp8_output = true;
+        for (int64_t m : {1, 256, 65536}) {
+          s.rows = m;
+          const NormConfig fp8 = choose_norm_config(s);
+          if (row.covered) {
+            EXPECT_EQ(fp8.to_string(), plain.to_string());
+          } else {
+            EXPECT_EQ(fp8.path, NormConfig::Path::kStaged);
+          }
+        }
+        s.rows = 1;
+      }
+    }
+  }
+}
+
 TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   NormShape s;
   s.cols = 4096;  // 512 groups

@@ -1,10 +1,10 @@
 // RMSNorm with an fp8 output (rms_norm_quant_fp8[_static], fused_add_rms_norm_quant_fp8[_static])
 // on every backend present: against the float64 reference over every dtype combination, both
-// formats, static and dynamic scales, N in {1, 7, 769, 5125, 14336}, M in {0, 1, 3, 257}, strided
-// rows, unaligned bases, rank-3 views, the residual updated in place, both scale shapes; bit for
-// bit against the quantization of the plain op's float32 output; and the edge cases: a scale
-// upper bound that binds, a static scale small enough to saturate, NaN rows, all-zero rows, y
-// beyond float32's range. Outputs start poisoned with NaN. On the GPU every case is also compared
+// formats, static and dynamic scales, N in {1, 7, 769, 5125, 14336} (the GPU also 32768, 40003),
+// M in {0, 1, 3, 257}, strided rows, unaligned bases, rank-3 views, the residual updated in
+// place, both scale shapes; bit for bit against the quantization of the plain op's float32
+// output; and the edge cases: a scale upper bound that binds, a static scale small enough to
+// saturate, NaN rows, all-zero rows, y beyond float32's range. Outputs start poisoned with NaN. On the GPU every case is also compared
 // with the CPU backend (residual_out bit for bit, codes within one step, scales within float32's
 // error; see norm_fp8_cases.h).
 #include <cmath>
@@ -79,10 +79,12 @@ TEST_P(NormFp8Values, DtypesSizesAndBatches) {
   for (NormFp8Case c : dtype_combinations()) {
     for (Fp8Format format : kFormats) {
       // 64, 3072, 4096 and 5120: rows that the launch covers exactly (norm_launch.cuh's
-      // RowFit::kExact), with one, two, three, four and five groups per thread.
-      for (int64_t n : {1, 7, 64, 769, 3072, 4096, 5120, 5125, 14336}) {
-        // The GPU's three- and five-group kernels.
-        if ((n == 3072 || n == 5120) && backend() != Backend::kGPU) continue;
+      // RowFit::kExact), with one, two, three, four and five groups per thread. Past one block's
+      // registers: 32768, which a cluster's blocks cover exactly (where the GPU has clusters), and
+      // 14336 float32 and 40003 on the staged path (gpu::cluster_covers_row).
+      for (int64_t n : {1, 7, 64, 769, 3072, 4096, 5120, 5125, 14336, 32768, 40003}) {
+        // The GPU's three- and five-group kernels, and its long rows.
+        if ((n == 3072 || n == 5120 || n > 16384) && backend() != Backend::kGPU) continue;
         for (int64_t m : {0, 1, 3, 257}) {
           // Many rows of long rows only for the single-dtype combinations: the mixed ones share
           // every code path but the conversions, which short batches cover.

@@ -6,6 +6,8 @@
 // runs on the same inputs must be bitwise identical. Sizes cover both kernel paths.
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/norm/norm_gpu.h"
@@ -375,6 +377,78 @@ TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
             ADD_FAILURE() << "row " << row << " col " << j << ": " << got << " vs " << want;
           }
           if (add && r_out.raw(row, j) != expected_r.raw(row, j) && bad++ < 5) {
+            ADD_FAILURE() << "residual_out differs at row " << row << " col " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// RMSNorm's fp8 forms on the cluster path, with a dynamic scale: each cluster shape (2-16 blocks a
+// row, 1-4 groups per thread) against the staged path. The sums' order differs between them, so
+// y may differ in its last bits: each row's scale must agree to 2^-16 relative, and each value
+// (code x scale) to within one fp8 step (2^-3 relative, or the smallest subnormal step).
+TEST(NormLaunchShapes, Fp8ClusterShapesAgreeWithTheStagedPath) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  for (int form = 0; form < 4; ++form) {
+    const bool add = (form & 1) != 0;
+    const int64_t n = (form & 2) != 0 ? 32768 - 3 : 32768;
+    const DType dtype = DType::kBFloat16;
+    const Fp8Format format = add ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
+    const int64_t m = 3;
+    LaunchShapeInputs in(false, add, dtype, m, n, static_cast<uint32_t>(n + 2 * add));
+    detail::NormProblem& p = in.p;
+    p.out_fp8 = true;
+    p.out_fp8_format = format;
+    gpu::NormShape shape;
+    ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+    if (shape.max_cluster_blocks < 16) GTEST_SKIP() << "this GPU has no 16-block clusters";
+    struct Out {
+      RowBuffer codes, scale, r_out;
+    };
+    auto run = [&](const gpu::NormConfig& config, Out* o) {
+      o->codes = RowBuffer(Backend::kGPU, fp8_format_dtype(format), m, n);
+      o->scale = RowBuffer(Backend::kGPU, DType::kFloat32, 1, m);
+      o->r_out = RowBuffer(Backend::kGPU, dtype, m, n);
+      p.out = o->codes.data();
+      p.out_stride = n;
+      p.dynamic_scale = static_cast<float*>(o->scale.data());
+      p.residual_out = o->r_out.data();
+      p.residual_out_stride = n;
+      gpu::NormLaunchOverrides overrides;
+      overrides.config = &config;
+      ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+      ASSERT_TRUE(gpu_synchronize(0).ok());
+      for (RowBuffer* b : {&o->codes, &o->scale, &o->r_out}) b->download();
+    };
+    gpu::NormConfig staged;
+    ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kStaged,
+                                      gpu::kNormStagedThreads, 0, &staged));
+    Out expected;
+    run(staged, &expected);
+    const std::pair<int, int> shapes[] = {{512, 1}, {512, 2}, {512, 4}, {256, 1}, {256, 4}};
+    for (const auto& [threads, items] : shapes) {  // 8, 4, 2, 16 and 4 blocks
+      gpu::NormConfig config;
+      ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster, threads, items,
+                                        &config));
+      SCOPED_TRACE("N=" + std::to_string(n) + " add=" + std::to_string(add) + " " +
+                   config.to_string());
+      Out got;
+      run(config, &got);
+      int bad = 0;
+      for (int64_t row = 0; row < m; ++row) {
+        const double scale = got.scale.get(0, row), want_scale = expected.scale.get(0, row);
+        ASSERT_LE(std::fabs(scale - want_scale), 0x1p-16 * want_scale) << "row " << row;
+        for (int64_t j = 0; j < n; ++j) {
+          const double want = expected.codes.get(row, j) * want_scale;
+          const double value = got.codes.get(row, j) * scale;
+          if (!(std::fabs(value - want) <= 0x1p-3 * std::fabs(want) + 0x1p-9 * scale) &&
+              bad++ < 5) {
+            ADD_FAILURE() << "row " << row << " col " << j << ": " << value << " vs " << want;
+          }
+          if (add && got.r_out.raw(row, j) != expected.r_out.raw(row, j) && bad++ < 5) {
             ADD_FAILURE() << "residual_out differs at row " << row << " col " << j;
           }
         }

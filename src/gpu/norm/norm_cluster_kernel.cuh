@@ -1,7 +1,7 @@
 // The cluster path of the norm kernels: rows too long for one block's registers, split over the
 // blocks of a thread-block cluster (sm_90+), each holding its slice in registers and finishing it
 // as the registers path does (finish_row, norm_kernel.cuh), the partial sums exchanged through
-// distributed shared memory.
+// distributed shared memory; with an fp8 output and a dynamic scale, the row's max|y| too.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,10 @@ namespace fusekit::gpu {
 // cluster's partials in its own mailbox and adds them in rank order (the same tree, hence the
 // same bits, in every block). LayerNorm sends two values in one exchange: its slice's sum and its
 // squares about the slice's own mean (SliceMoments, norm_kernel.cuh), so a row of either kind
-// costs one exchange.
+// costs one exchange. RMSNorm's fp8 output with a dynamic scale adds a second, of max|y|: every
+// warp sends its maximum to every block, with no block reduction first (as the gated activations'
+// act_quant_cluster_kernel), and each block takes the max of what its mailbox received. A max
+// gives the same bits in any order, so the scale and codes are the registers path's.
 //
 // The grid is as many clusters as the GPU holds at once (max_resident_clusters), each looping over
 // rows cluster, cluster + clusters, ...: a cluster of up to 16 blocks launches only where one GPC
@@ -34,12 +37,13 @@ namespace fusekit::gpu {
 // Slot reuse. Partials, their mailboxes and the block's scratch alternate between two sets by row
 // parity: a peer sends row i + 2's partial only after every block has sent row i + 1's, which a
 // block does only after all its threads have read row i's (row_sum's block barrier lies between).
+// The maxima likewise: a peer sends row i + 2's only after it has every block's row i + 2 sum,
+// which a block sends only after row_sum's barrier of row i + 2, past all its reads of row i's.
 // A block exits only after its last row's partials have arrived, so no send is outstanding into
 // shared memory that is gone.
 template <class K, RowFit kFit>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_cluster_kernel(NormKernelArgs a) {
-  static_assert(!K::kFp8Out, "fp8 output takes the registers or staged path");
   if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return;
   using TX = typename K::TX;
   using TW = typename K::TW;
@@ -56,6 +60,11 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   __shared__ float scratch[2][kValues][K::kScratch];        // [row parity][value]
   __shared__ float partial[2][kValues][kMaxClusterBlocks];  // [row parity][value][sender rank]
   __shared__ ClusterMailbox mailbox[2];                     // [row parity]
+  // fp8 output: each warp's max|y|, [row parity][sender rank * warps + sender warp], and the
+  // mailboxes that count them.
+  constexpr int kMaxSlots = K::kFp8Out ? kMaxClusterBlocks * K::kMaxWarpsPerRow : 1;
+  __shared__ float warp_max[2][kMaxSlots];
+  __shared__ ClusterMailbox max_mailbox[2];
   const int blocks = a.cluster_blocks;
   const auto rank = cluster_block_rank();
   const int64_t clusters = static_cast<int64_t>(gridDim.x) / blocks;
@@ -68,6 +77,10 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   if (t == 0) {
     mailbox_init(&mailbox[0]);
     mailbox_init(&mailbox[1]);
+    if constexpr (K::kFp8Out) {
+      mailbox_init(&max_mailbox[0]);
+      mailbox_init(&max_mailbox[1]);
+    }
     mailbox_publish_init();
   }
   cluster_barrier();  // every block's mailboxes are ready before any peer sends
@@ -115,7 +128,32 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   };
   const SliceMoments<decltype(block_total), decltype(combine)> moments{
       min(max(n - first_col, 0), slice_width), block_total, combine};
-  auto no_max = [](float v) { return v; };  // never called: no fp8 output here
+  // The row's max|y| (fp8 output with a dynamic scale; finish_row calls it in every thread).
+  auto cluster_max = [&](float v) {
+    if constexpr (K::kFp8Out) {
+      auto warp_max_of = [](float m) {
+#pragma unroll
+        for (int offset = K::kWarp / 2; offset > 0; offset /= 2) {
+          m = NanMax{}(m, shfl_xor<K::kWarp>(m, offset));
+        }
+        return m;
+      };
+      v = warp_max_of(v);
+      const int warps = tpr / K::kWarp;
+      if (t == 0) {
+        mailbox_expect(&max_mailbox[parity], blocks * warps * unsigned{sizeof(float)});
+      }
+      if (lane < blocks) {
+        mailbox_send(&warp_max[parity][static_cast<int>(rank) * warps + t / K::kWarp],
+                     &max_mailbox[parity], static_cast<unsigned>(lane), v);
+      }
+      mailbox_wait(&max_mailbox[parity], phase);
+      v = 0.0f;
+      for (int s = lane; s < blocks * warps; s += K::kWarp) v = NanMax{}(v, warp_max[parity][s]);
+      v = warp_max_of(v);
+    }
+    return v;
+  };
 
   auto item_present = [&](int i, int col) {
     return item_in_row<kFit, kItems>(i, a.items, col, n);
@@ -153,7 +191,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
       load_slice(row, x, h);
     }
     finish_row<K, kFit, OutputForm::kFlagPerElement>(a, row, true, t, tpr, first_col, a.items, x,
-                                                     h, affine, reduce, no_max,
+                                                     h, affine, reduce, cluster_max,
                                                      t == 0 && rank == 0, moments);
     if constexpr (kPrefetch) {
 #pragma unroll

@@ -169,6 +169,14 @@ bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
          !shape.fp8_output;
 }
 
+bool cluster_covers_row(const NormShape& shape, const NormConfig& config) {
+  if (config.path != NormConfig::Path::kCluster || shape.cols % shape.group_elems != 0) {
+    return false;
+  }
+  return shape.cols / shape.group_elems ==
+         static_cast<int64_t>(config.cluster_blocks) * config.threads_per_row * config.items;
+}
+
 NormConfig choose_norm_config(const NormShape& shape) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   const int max_items = kNormMaxItems;
@@ -343,9 +351,20 @@ NormConfig choose_norm_config(const NormShape& shape) {
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large
   // batches, as many blocks as that takes; N alone decides, so a row's result does not depend on
   // the batch.
+  //
+  // RMSNorm's fp8 forms only where those blocks cover the row exactly (N = 32768 bf16, 16384
+  // float32, and their power-of-two multiples); other rows take the staged path. A cluster's
+  // slices are contiguous, so a row it covers only in part leaves its last blocks short (N = 20480
+  // bf16: 2048 groups in the first block, 512 in the second), and the fp8 forms wait on the
+  // blocks twice a row (the sum, then max|y|) against the plain op's once. On an H100
+  // (bench/NOTES.md, "Norm v29"), time against the staged path at M = 2048 / 16384: N = 32768
+  // bf16 0.60 / 0.59 (rms_norm_quant_fp8), 0.75 / 0.74 (the fused add); N = 262144 0.38 and 0.58
+  // at M = 2048; 16384 float32 0.90 / 0.95 and 0.85 / 0.86; but N = 20480 bf16 1.14 / 1.16 and
+  // 1.22 / 1.28, 12288 float32 1.19 / 1.28 and 1.10 / 1.20.
   const int items = kNormClusterMaxItems;
   if (shape.max_cluster_blocks > 1 &&
-      make_norm_config(shape, NormConfig::Path::kCluster, kNormClusterThreads, items, &c)) {
+      make_norm_config(shape, NormConfig::Path::kCluster, kNormClusterThreads, items, &c) &&
+      (!shape.fp8_output || cluster_covers_row(shape, c))) {
     return c;
   }
   make_norm_config(shape, NormConfig::Path::kStaged, kNormStagedThreads, 0, &c);

@@ -6,8 +6,10 @@
 // Paths. Rows up to 2048 groups of 16 bytes (N = 16384 bf16) stay in the registers of one block.
 // Longer rows, where the GPU has thread-block clusters, are split over the blocks of a cluster,
 // still in registers, their partial sums combined through distributed shared memory (one read and
-// one write of the row, as for short rows). Elsewhere (no clusters, or rows beyond what a cluster
-// holds) the staged path keeps what fits of the row in shared memory and re-reads the rest.
+// one write of the row, as for short rows); RMSNorm's fp8 forms only where the cluster's blocks
+// cover the row exactly (cluster_covers_row). Elsewhere (no clusters, rows beyond what a cluster
+// holds, the fp8 forms' other rows) the staged path keeps what fits of the row in shared memory
+// and re-reads the rest.
 //
 // Batch invariance. The path and the cluster and staged paths' shapes change the reduction order,
 // so they depend only on N, the dtypes and the device. Within the registers path
@@ -155,6 +157,11 @@ inline bool odd_items_built(const NormShape& shape, int items) {
 }
 
 NormConfig choose_norm_config(const NormShape& shape);
+
+// Whether a cluster-path config's blocks x threads x items groups are exactly the row's groups
+// (N a multiple of the group; by N alone, not the tensors' alignment, so that a row's path does
+// not depend on where it lies). RMSNorm's fp8 forms take the cluster path only then.
+bool cluster_covers_row(const NormShape& shape, const NormConfig& config);
 
 // Registers path: as many rows per block (a power of two, within kNormMaxThreads threads) as hold
 // 256 groups of rows of `groups` groups, where that is more than `config` has. The heuristic's

@@ -48,8 +48,7 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.group_elems = group_elems(p);
   s.source_elem_bytes = static_cast<int>(dtype_size(p.source_dtype()));
   s.warp_size = info.warp_size;
-  // fp8 outputs have no cluster kernel (norm_kernel.cuh): long rows take the staged path.
-  s.max_cluster_blocks = p.out_fp8 ? 1 : info.max_cluster_blocks;
+  s.max_cluster_blocks = info.max_cluster_blocks;
   s.fp8_output = p.out_fp8;
   s.layer = p.kind == detail::NormKind::kLayer;
   s.adds_residual = p.add_residual;

@@ -31,9 +31,8 @@
 // or by the row's own scale from max|y|, one more reduction (a NaN-propagating max, so its bits do
 // not depend on the order) between computing y and writing it. On the registers path y stays in
 // registers from its max to its codes, in place of the packed row it came from (finish_row says
-// where not); on the staged path it is recomputed from the row, a few instructions per element.
-// Only the registers and staged paths have this output: rows that would take the cluster path
-// take the staged one.
+// where not), and on the cluster path likewise, each block holding its slice; on the staged path
+// it is recomputed from the row, a few instructions per element.
 #pragma once
 
 #include <cstdint>

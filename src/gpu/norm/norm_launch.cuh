@@ -6,7 +6,7 @@
 // dtypes, the add flag, the load width and the warp size into template arguments, and launch the
 // registers, cluster or staged kernel. Rows beyond what one grid can index go in several launches.
 // fp8 outputs are instantiated for full-width and element-wise accesses only (unaligned calls
-// are rare, and each width is a full set of kernels), and never take the cluster path.
+// are rare, and each width is a full set of kernels).
 #pragma once
 
 #include <algorithm>
@@ -101,15 +101,13 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_of_two_rows) {
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
-  if constexpr (!K::kFp8Out) {  // fp8 output takes no cluster path (launch_norm_kernel)
-    if (cfg.path == NormConfig::Path::kCluster) {
-      static_assert(kNormClusterMaxItems == K::kMaxItems, "cluster kernel: kMaxItems groups");
-      if constexpr (kFull) {
-        if (fit == RowFit::kExact) return norm_cluster_kernel<K, RowFit::kExact>;
-        if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
-      }
-      return norm_cluster_kernel<K, RowFit::kAny>;
+  if (cfg.path == NormConfig::Path::kCluster) {
+    static_assert(kNormClusterMaxItems == K::kMaxItems, "cluster kernel: kMaxItems groups");
+    if constexpr (kFull) {
+      if (fit == RowFit::kExact) return norm_cluster_kernel<K, RowFit::kExact>;
+      if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
     }
+    return norm_cluster_kernel<K, RowFit::kAny>;
   }
   if constexpr (kFull && !K::kFp8Out) {
     // Rows shared among blocks (NormConfig::output_parts): exact rows of one, two or four groups
@@ -170,7 +168,6 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   size_t smem = 0;
   const bool cluster = cfg.path == Path::kCluster;
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
-  if (K::kFp8Out && cluster) return Status::runtime_error("norm: fp8 output on the cluster path");
   const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
   if (cfg.path == Path::kRegisters && (cfg.items > K::kMaxItems || norm_odd_items(cfg.items)) &&
       (!odd_items_built(K::kLayer, K::kAdd, cfg.items) ||
