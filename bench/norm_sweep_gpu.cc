@@ -24,12 +24,22 @@ bool is_layer(NormOp op) {
 }
 bool adds(NormOp op) {
   return op == NormOp::kAddRms || op == NormOp::kAddRmsOop || op == NormOp::kAddLayer ||
-         op == NormOp::kAddLayerOop;
+         op == NormOp::kAddLayerOop || op == NormOp::kAddRmsFp8 || op == NormOp::kAddRmsFp8Static;
 }
 
+bool is_fp8(NormOp op) {
+  return op == NormOp::kRmsFp8 || op == NormOp::kRmsFp8Static || op == NormOp::kAddRmsFp8 ||
+         op == NormOp::kAddRmsFp8Static;
+}
+bool dynamic_fp8(NormOp op) { return op == NormOp::kRmsFp8 || op == NormOp::kAddRmsFp8; }
+
+// As ops.cc's call_norm passes them: the fp8 forms write e4m3fn codes into out's storage and
+// their scales into (or read the static one from) the scale slot; their fused add updates the
+// residual in place.
 NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
   const NormOp op = static_cast<NormOp>(spec.variant);
   const bool in_place = op == NormOp::kAddRms || op == NormOp::kAddLayer;
+  const bool fp8 = is_fp8(op);
   NormProblem p;
   p.kind = is_layer(op) ? NormKind::kLayer : NormKind::kRms;
   p.add_residual = adds(op);
@@ -43,8 +53,19 @@ NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
   if (p.add_residual) {
     p.residual = a.t[kNormResidual].data;
     p.residual_stride = a.n;
-    p.residual_out = in_place ? a.t[kNormResidual].data : a.t[kNormResidualOut].data;
+    p.residual_out =
+        in_place || fp8 ? a.t[kNormResidual].data : a.t[kNormResidualOut].data;
     p.residual_out_stride = a.n;
+  }
+  if (fp8) {
+    p.out_fp8 = true;
+    p.out_fp8_format = Fp8Format::kE4M3FN;
+    float* scales = static_cast<float*>(a.t[kNormScale].data);
+    if (dynamic_fp8(op)) {
+      p.dynamic_scale = scales;
+    } else {
+      p.static_scale = scales;
+    }
   }
   p.weight = a.t[kNormWeight].data;
   p.bias = is_layer(op) ? a.t[kNormBias].data : nullptr;
@@ -110,13 +131,11 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   // The cluster path too, where the GPU has clusters and the row spans at least two blocks: at
   // small batches it spreads a row's traffic over several SMs (its summation order is its own,
   // which is why the heuristic takes it only by N).
-  if (!shape.fp8_output) {
-    for (int threads : {128, 256, 512}) {
-      for (int items : {1, 2, 4}) {
-        if (gpu::make_norm_config(shape, NormConfig::Path::kCluster, threads, items, &c) &&
-            c.cluster_blocks > 1) {
-          add(c);
-        }
+  for (int threads : {128, 256, 512}) {
+    for (int items : {1, 2, 4}) {
+      if (gpu::make_norm_config(shape, NormConfig::Path::kCluster, threads, items, &c) &&
+          c.cluster_blocks > 1) {
+        add(c);
       }
     }
   }

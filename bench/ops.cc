@@ -99,20 +99,15 @@ FamilySpec norm_family() {
      norm_bytes<4, 2>);
   op("fused_add_layer_norm_oop", "fused_add_layer_norm", o | ro, x | r | w | b,
      NormOp::kAddLayerOop, norm_bytes<4, 2>);
-  // The fp8 forms, run on the same shapes as their plain op (no launch description or sweep).
-  auto fp8_op = [&](const char* name, const char* shapes_name, uint32_t outs, uint32_t ins,
-                    NormOp which, int64_t (*bytes)(int64_t, int64_t, int64_t)) {
-    f.ops.push_back(OpSpec{name, shapes_name, outs | ins, ins, static_cast<int>(which), bytes,
-                           call_norm, nullptr, nullptr});
-  };
-  fp8_op("rms_norm_quant_fp8", "rms_norm", o | sc, x | w, NormOp::kRmsFp8,
-         norm_fp8_bytes<false, true>);
-  fp8_op("rms_norm_quant_fp8_static", "rms_norm", o, x | w | sc, NormOp::kRmsFp8Static,
-         norm_fp8_bytes<false, false>);
-  fp8_op("fused_add_rms_norm_quant_fp8", "fused_add_rms_norm", o | sc, x | r | w,
-         NormOp::kAddRmsFp8, norm_fp8_bytes<true, true>);
-  fp8_op("fused_add_rms_norm_quant_fp8_static", "fused_add_rms_norm", o, x | r | w | sc,
-         NormOp::kAddRmsFp8Static, norm_fp8_bytes<true, false>);
+  // The fp8 forms, run on the same shapes as their plain op.
+  op("rms_norm_quant_fp8", "rms_norm", o | sc, x | w, NormOp::kRmsFp8,
+     norm_fp8_bytes<false, true>);
+  op("rms_norm_quant_fp8_static", "rms_norm", o, x | w | sc, NormOp::kRmsFp8Static,
+     norm_fp8_bytes<false, false>);
+  op("fused_add_rms_norm_quant_fp8", "fused_add_rms_norm", o | sc, x | r | w,
+     NormOp::kAddRmsFp8, norm_fp8_bytes<true, true>);
+  op("fused_add_rms_norm_quant_fp8_static", "fused_add_rms_norm", o, x | r | w | sc,
+     NormOp::kAddRmsFp8Static, norm_fp8_bytes<true, false>);
   return f;
 }
 
