@@ -5,7 +5,7 @@ baselines.py; the table's and the JSON's fields in report.py.
 
 Exit status: 0 when every fusekit measurement ran (a baseline that fails is reported, not fatal),
 1 when one did not or its output is outside the tolerance its op defines against eager's (the fp8
-forms: see baselines.ActSpec.compare), 2 for bad arguments.
+forms: see baselines.compare_fp8), 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -227,9 +227,10 @@ def run(args, ap) -> int:
     for spec, m, n in plan:
         row = {"op": spec.name, "family": spec.family, "M": m, "N": n, "dtype": dtype_name,
                "bytes": spec.bytes(m, n, dtype), "results": {}}
-        call_args = want = None
+        call_args = want = snapshot = None
         try:
             call_args = spec.make_args(m, n, dtype, device)
+            snapshot = spec.inputs_snapshot(call_args)  # inputs a call updates in place
             want = spec.reference(spec.eager(*call_args), REFERENCE_ROWS)
         except Exception as error:  # out of memory, most likely: each entry says so
             call_args = None
@@ -245,6 +246,7 @@ def run(args, ap) -> int:
             else:
                 progress.start(f"{spec.name} {m}x{n} {name}")
                 try:  # one implementation failing must not stop the others
+                    spec.restore_inputs(call_args, snapshot)
                     ready[name], checks[name] = _warm(spec, fn, call_args, want)
                     rounds[name] = []
                 except Exception as error:
@@ -284,7 +286,7 @@ def run(args, ap) -> int:
                           if name in row["results"]}
         report.derive(row, copy_gbps)
         rows.append(row)
-        del call_args, want
+        del call_args, want, snapshot
         if device == "cuda":
             torch.cuda.empty_cache()
     progress.close()
