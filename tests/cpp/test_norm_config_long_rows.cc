@@ -1,0 +1,102 @@
+// The norm launch heuristic's rows past one block's registers (plain C++, no GPU needed): the
+// cluster path where the GPU has clusters and a cluster holds the row, the staged path elsewhere,
+// and RMSNorm's fp8 forms on the cluster only where its blocks cover the row exactly
+// (bench/NOTES.md, "Norm v29"). The other shapes are tested in test_norm_config.cc.
+#include "gpu/norm/norm_config.h"
+
+#include <cstdint>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace fusekit::gpu {
+namespace {
+
+TEST(NormConfig, LongRowsAreStaged) {
+  NormShape s;
+  s.cols = 262144;  // beyond 1024 threads x 32 elements
+  s.max_smem_bytes = 227 * 1024;
+  const NormConfig c = choose_norm_config(s);
+  EXPECT_EQ(c.path, NormConfig::Path::kStaged);
+  EXPECT_EQ(c.smem_groups * 16, 227 * 1024 / 16 * 16);  // as much of the row as fits
+}
+
+TEST(NormConfig, LongRowsSpreadOverAClusterWhereThereAreClusters) {
+  NormShape s;
+  s.max_cluster_blocks = 16;
+  s.max_smem_bytes = 227 * 1024;
+  s.cols = 262144;  // 32768 bf16 groups: 16 blocks x 512 threads x 4 groups
+  NormConfig c = choose_norm_config(s);
+  EXPECT_EQ(c.path, NormConfig::Path::kCluster);
+  EXPECT_EQ(c.cluster_blocks, 16);
+  EXPECT_EQ(c.items, 4);
+  EXPECT_EQ(c.block_threads, kNormClusterThreads);
+  s.cols = 32768;  // 4096 groups: 2 blocks
+  c = choose_norm_config(s);
+  EXPECT_EQ(c.path, NormConfig::Path::kCluster);
+  EXPECT_EQ(c.cluster_blocks, 2);
+  EXPECT_EQ(c.items, 4);
+  for (int64_t rows : {1, 3, 1024, 100000}) {  // N alone decides (batch invariance)
+    s.rows = rows;
+    EXPECT_EQ(choose_norm_config(s).to_string(), c.to_string());
+  }
+  s.cols = 16384;  // still one block's registers
+  EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kRegisters);
+  s.cols = 262144 + 8;  // beyond what a cluster holds: staged
+  EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kStaged);
+  s.cols = 262144;  // fp32: 65536 groups, also beyond
+  s.group_elems = 4;
+  s.source_elem_bytes = 4;
+  EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kStaged);
+}
+
+// RMSNorm's fp8 forms take the cluster only for rows its blocks cover exactly, decided by N alone
+// (an unaligned call of the same N takes the same path); their other long rows stay staged, while
+// the plain forms take the cluster for any row it holds.
+TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
+  NormShape s;
+  s.max_cluster_blocks = 16;
+  s.max_smem_bytes = 227 * 1024;
+  s.min_blocks_per_sm = 1;
+  struct Row {
+    int group;
+    int64_t cols;
+    bool covered;
+  };
+  const Row rows[] = {
+      {8, 32768, true},  {8, 65536, true},   {8, 262144, true}, {8, 20480, false},
+      {8, 24576, false}, {8, 32760, false},  {8, 32769, false}, {4, 16384, true},
+      {4, 32768, true},  {4, 12288, false},  {4, 20000, false},
+  };
+  for (const Row& row : rows) {
+    for (bool add : {false, true}) {
+      for (bool whole : {false, true}) {
+        s.group_elems = row.group;
+        s.source_elem_bytes = 16 / row.group;
+        s.cols = row.cols;
+        s.adds_residual = add;
+        s.whole_groups = whole && row.cols % row.group == 0;
+        SCOPED_TRACE("N=" + std::to_string(row.cols) + " group=" + std::to_string(row.group) +
+                     " add=" + std::to_string(add) + " whole=" + std::to_string(whole));
+        s.fp8_output = false;
+        const NormConfig plain = choose_norm_config(s);
+        ASSERT_EQ(plain.path, NormConfig::Path::kCluster);
+        EXPECT_EQ(cluster_covers_row(s, plain), row.covered);
+        s.fp8_output = true;
+        for (int64_t m : {1, 256, 65536}) {
+          s.rows = m;
+          const NormConfig fp8 = choose_norm_config(s);
+          if (row.covered) {
+            EXPECT_EQ(fp8.to_string(), plain.to_string());
+          } else {
+            EXPECT_EQ(fp8.path, NormConfig::Path::kStaged);
+          }
+        }
+        s.rows = 1;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusekit::gpu
