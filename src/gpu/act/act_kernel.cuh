@@ -491,24 +491,7 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
     float y[kItems][G];
     float max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      max_abs = NanMax{}(max_abs, shfl_xor<kWarp>(max_abs, offset));
-    }
-    const int warp = static_cast<int>(threadIdx.x) / kWarp;
-    const int lane = static_cast<int>(threadIdx.x) % kWarp;
-    if (threadIdx.x == 0) mailbox_expect(&mailbox, blocks * kWarps * unsigned{sizeof(float)});
-    if (lane < blocks) {
-      mailbox_send(&warp_max[rank * kWarps + warp], &mailbox, static_cast<unsigned>(lane),
-                   max_abs);
-    }
-    mailbox_wait(&mailbox, 0);
-    max_abs = 0.0f;
-    for (int s = lane; s < blocks * kWarps; s += kWarp) max_abs = NanMax{}(max_abs, warp_max[s]);
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      max_abs = NanMax{}(max_abs, shfl_xor<kWarp>(max_abs, offset));
-    }
+    max_abs = cluster_nan_max<kWarp>(max_abs, warp_max, &mailbox, blocks, rank, kWarps, 0);
     const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
     const float inverse = detail::fp8_inverse_scale(scale);
     uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;

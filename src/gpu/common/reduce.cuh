@@ -225,14 +225,22 @@ FUSEKIT_DEVICE float row_reduce(float v, int threads_per_row, float* scratch,
   return v;
 }
 
+// `combine` (commutative and associative) of `v` over the warp's lanes by xor shuffles, widest
+// exchange first; every lane gets the result.
+template <int kWarp, class Combine>
+FUSEKIT_DEVICE float warp_reduce(float v, const Combine& combine) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = combine(v, shfl_xor<kWarp>(v, offset));
+  return v;
+}
+
 // The maximum of `v` over the whole block under `combine(a, b)` (commutative and associative,
 // e.g. a NaN-propagating max, which gives the same bits in any order): lanes by xor shuffles,
 // then warps through `scratch` (one float per warp, at most kMaxWarps). Every thread of the block
 // calls this and gets the result; `scratch` may be reused after it returns.
 template <int kWarp, int kMaxWarps, class Combine>
 FUSEKIT_DEVICE float block_reduce(float v, float* scratch, const Combine& combine) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = combine(v, shfl_xor<kWarp>(v, offset));
+  v = warp_reduce<kWarp>(v, combine);
   const int warps = static_cast<int>(blockDim.x) / kWarp;
   if (warps > 1) {
     const int warp = static_cast<int>(threadIdx.x) / kWarp;
@@ -243,6 +251,31 @@ FUSEKIT_DEVICE float block_reduce(float v, float* scratch, const Combine& combin
     __syncthreads();  // every thread has read scratch before anyone reuses it
   }
   return v;
+}
+
+// The NaN-propagating max of `v` over every thread of a thread-block cluster of `blocks` blocks
+// (at most kWarp) of `warps` warps each. Each warp's max goes straight to every block, with no
+// block reduction first: into `slots` ([blocks * warps] floats of the receiver's shared memory,
+// at sender rank * warps + sender warp) by a send counted on the receiver's `box`
+// (mailbox_send, platform.h). Each block waits for its box's phase `phase`, and a warp max over
+// the slots leaves the cluster's max in every thread. Every thread of every block calls this; the
+// boxes must have been initialized and published, and the caller keeps a box and its slots
+// unused by others until every peer's sends of this phase have arrived.
+template <int kWarp>
+FUSEKIT_DEVICE float cluster_nan_max(float v, float* slots, ClusterMailbox* box, int blocks,
+                                     unsigned rank, int warps, unsigned phase) {
+  v = warp_reduce<kWarp>(v, NanMax{});
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  if (threadIdx.x == 0) mailbox_expect(box, blocks * warps * unsigned{sizeof(float)});
+  if (lane < blocks) {
+    mailbox_send(&slots[static_cast<int>(rank) * warps + warp], box, static_cast<unsigned>(lane),
+                 v);
+  }
+  mailbox_wait(box, phase);
+  v = 0.0f;
+  for (int s = lane; s < blocks * warps; s += kWarp) v = NanMax{}(v, slots[s]);
+  return warp_reduce<kWarp>(v, NanMax{});
 }
 
 }  // namespace fusekit::gpu

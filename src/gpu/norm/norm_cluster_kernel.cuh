@@ -18,9 +18,10 @@ namespace fusekit::gpu {
 // same bits, in every block). LayerNorm sends two values in one exchange: its slice's sum and its
 // squares about the slice's own mean (SliceMoments, norm_kernel.cuh), so a row of either kind
 // costs one exchange. RMSNorm's fp8 output with a dynamic scale adds a second, of max|y|: every
-// warp sends its maximum to every block, with no block reduction first (as the gated activations'
-// act_quant_cluster_kernel), and each block takes the max of what its mailbox received. A max
-// gives the same bits in any order, so the scale and codes are the registers path's.
+// warp sends its maximum to every block, with no block reduction first, and each block takes the
+// max of what its mailbox received (cluster_nan_max, reduce.cuh, as the gated activations'
+// cluster kernel does). A max gives the same bits in any order, so the scale and codes are the
+// registers path's.
 //
 // The grid is as many clusters as the GPU holds at once (max_resident_clusters), each looping over
 // rows cluster, cluster + clusters, ...: a cluster of up to 16 blocks launches only where one GPC
@@ -131,26 +132,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // The row's max|y| (fp8 output with a dynamic scale; finish_row calls it in every thread).
   auto cluster_max = [&](float v) {
     if constexpr (K::kFp8Out) {
-      auto warp_max_of = [](float m) {
-#pragma unroll
-        for (int offset = K::kWarp / 2; offset > 0; offset /= 2) {
-          m = NanMax{}(m, shfl_xor<K::kWarp>(m, offset));
-        }
-        return m;
-      };
-      v = warp_max_of(v);
-      const int warps = tpr / K::kWarp;
-      if (t == 0) {
-        mailbox_expect(&max_mailbox[parity], blocks * warps * unsigned{sizeof(float)});
-      }
-      if (lane < blocks) {
-        mailbox_send(&warp_max[parity][static_cast<int>(rank) * warps + t / K::kWarp],
-                     &max_mailbox[parity], static_cast<unsigned>(lane), v);
-      }
-      mailbox_wait(&max_mailbox[parity], phase);
-      v = 0.0f;
-      for (int s = lane; s < blocks * warps; s += K::kWarp) v = NanMax{}(v, warp_max[parity][s]);
-      v = warp_max_of(v);
+      v = cluster_nan_max<K::kWarp>(v, warp_max[parity], &max_mailbox[parity], blocks, rank,
+                                    tpr / K::kWarp, phase);
     }
     return v;
   };
