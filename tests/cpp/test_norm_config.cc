@@ -472,6 +472,22 @@ TEST(NormConfig, DecodeRowsShareTheirOutputsAmongBlocks) {
   EXPECT_EQ(expect_registers_shape(s, 4096, 1, 128, 4).output_parts, 1);
   s.whole_groups = true;
   EXPECT_EQ(expect_registers_shape(s, 4000, 1, 128, 4).output_parts, 1);
+  // LayerNorm (either form) spreads a shared row over at most 256 threads at up to four groups
+  // each, its kernels holding the weight and bias beside the row; a row of its own keeps its
+  // pairs over up to 512 threads.
+  for (const bool add : {false, true}) {
+    s.layer = true;
+    s.adds_residual = add;
+    s.outputs_apart = true;
+    EXPECT_EQ(expect_registers_shape(s, 8192, 1, 256, 4).output_parts, 4);
+    EXPECT_EQ(expect_registers_shape(s, 8192, 32, 256, 4).output_parts, 2);
+    EXPECT_EQ(expect_registers_shape(s, 4096, 1, 256, 2).output_parts, 4);
+    EXPECT_EQ(expect_registers_shape(s, 2048, 1, 128, 2).output_parts, 4);
+    EXPECT_EQ(expect_registers_shape(s, 16384, 1, 512, 4).output_parts, 4);
+    s.outputs_apart = false;
+    expect_registers_shape(s, 8192, 1, 512, 2);
+    expect_registers_shape(s, 8192, 32, 512, 2);
+  }
 }
 
 TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {

@@ -214,7 +214,14 @@ NormConfig choose_norm_config(const NormShape& shape) {
                              next_pow2(pair_threads) == pair_threads &&
                              pair_threads >= kLayerPairsMinThreadsPerRow &&
                              pair_threads <= kMaxRegisterThreadsPerRow;
-    const int latency_threads = layer_pairs   ? static_cast<int>(pair_threads)
+    // LayerNorm's shared rows hold their weight and bias beside the row at any group count
+    // (kSharedRowsHoldAffine, norm_kernel.cuh), so they take four groups a thread rather than
+    // spread past kLatencyThreadsPerRow threads, whose merges of the moments across sixteen warps
+    // then lie on the path (bench/NOTES.md, "Norm v31").
+    const bool shared_layer = shape.layer && output_parts > 1;
+    const int latency_threads = shared_layer && groups > 2 * kLatencyThreadsPerRow
+                                    ? kLatencyThreadsPerRow
+                                : layer_pairs ? static_cast<int>(pair_threads)
                                 : long_chain  ? kLongChainLatencyThreadsPerRow
                                 : short_chain ? kShortChainLatencyThreadsPerRow
                                               : kLatencyThreadsPerRow;

@@ -331,8 +331,8 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
 // loads its slices with load_row_item and weight_group instead; written out here, the loads keep
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
-template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput, class Reduce,
-          class ReduceMax, class Moments>
+template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
+          bool kHoldAffine, class Reduce, class ReduceMax, class Moments>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, const Moments& moments,
@@ -348,11 +348,13 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // weight's loads beside the row's so that their latencies overlap, unless kWeightAtOutput
   // (NormConfig::weight_at_output: registers for occupancy); so does LayerNorm where its weight
   // and bias take at most 16 registers per thread (one or two groups per thread: the decode and
-  // mid-batch shapes, whose time is latency). Else LayerNorm loads them after its two reductions
-  // (affine), keeping the registers for occupancy (bf16 x with fp32 affine at two groups spills
-  // otherwise).
+  // mid-batch shapes, whose time is latency), or at any count where kHoldAffine (the kernels of
+  // shared rows, built for one block per SM: see norm_registers_kernel). Else LayerNorm loads
+  // them after its reductions (affine), keeping the registers for occupancy (bf16 x with fp32
+  // affine at two groups spills otherwise).
   constexpr bool kEarlyWeight =
-      K::kLayer ? kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4 : !kWeightAtOutput;
+      K::kLayer ? kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4 || kHoldAffine
+                : !kWeightAtOutput;
   const TW* bias = K::kLayer ? static_cast<const TW*>(a.bias) : nullptr;
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
@@ -423,6 +425,13 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
                              reduce_max, writes_stats, moments, writes_outputs);
 }
 
+// LayerNorm's kernels of shared rows (NormConfig::output_parts) hold the weight and bias beside
+// the row at every group count, built for one block per SM for the registers: their grids hold
+// at most a quarter of a block per SM (the heuristic's rule), so occupancy costs them nothing,
+// while loading the affine after the reductions puts an L2 round trip on a one-row call's path.
+template <class K, bool kSharedRows>
+inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
+
 // The registers path: each row is loaded straight into registers by threads_per_row threads
 // (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
 // can hold; with RowFit::kExact exactly that many (a.items == kItems), else up to it.
@@ -444,7 +453,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
           bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false,
           bool kPowerOfTwoRows = false>
-__global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
+__global__ void __launch_bounds__(K::kMaxThreads,
+                                  kSharedRowsHoldAffine<K, kSharedRows> ? 1 : K::kMinBlocksPerSm)
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
   __shared__ float scratch[2][K::kScratch];
@@ -508,7 +518,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     const int part_threads = tpr >> parts_log2;
     weight_shift = part * part_threads - (t & ~(part_threads - 1));
   }
-  normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput>(
+  normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
+                      kSharedRowsHoldAffine<K, kSharedRows>>(
       a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments,
       t == 0 && part == 0, writes_outputs, weight_shift);
   if (a.trigger_after_writes) allow_dependent_grids();
