@@ -454,7 +454,7 @@ template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput 
           bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false,
           bool kPowerOfTwoRows = false>
 __global__ void __launch_bounds__(K::kMaxThreads,
-                                  kSharedRowsHoldAffine<K, kSharedRows> ? 1 : K::kMinBlocksPerSm)
+                                  (kSharedRowsHoldAffine<K, kSharedRows> ? 1 : K::kMinBlocksPerSm))
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
   __shared__ float scratch[2][K::kScratch];
