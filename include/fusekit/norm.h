@@ -17,7 +17,9 @@
 //   rms_norm:   y = h * rstd * (w + weight_offset),     rstd = 1 / sqrt(mean(h^2) + eps)
 //   layer_norm: y = (h - mean) * rstd * w + b,          rstd = 1 / sqrt(mean((h - mean)^2) + eps)
 // weight_offset = 1 gives Gemma's (1 + w). By default the product is formed in float32 and rounded
-// once to out's dtype (the order of FlashInfer, Gemma and PyTorch's layer_norm). With
+// once to out's dtype (the order of FlashInfer, Gemma and PyTorch's layer_norm); RMSNorm forms it
+// as (h * (w + weight_offset)) * rstd, whose largest magnitude in a row is max|h * (w +
+// weight_offset)| * rstd exactly (the fp8 forms' dynamic scale needs no second pass). With
 // NormOptions::weight_after_cast the normalized value is first rounded to x's dtype and then
 // multiplied by the weight, rounding again: Hugging Face's LlamaRMSNorm order,
 // `weight * hidden.to(input_dtype)`.

@@ -94,11 +94,15 @@ void norm_rows(const NormProblem& p) {
       }
       const float rstd = 1.0f / std::sqrt(sum_fixed_order(acc) / static_cast<float>(n) + p.eps);
 
-      // y, the float32 value of element j that the output is rounded (or quantized) from.
+      // y, the float32 value of element j that the output is rounded (or quantized) from, in the
+      // GPU kernels' order (output_values, gpu/norm/norm_group_io.cuh): RMSNorm weighs h before
+      // it scales it, (h * w) * rstd, unless weight_after_cast.
       const auto y_of = [&](int64_t j) {
+        const float w = weight != nullptr ? to_float(weight[j]) + p.weight_offset : 1.0f;
+        if (!layer && !p.weight_after_cast) return (h[j] * w) * rstd;
         float v = (h[j] - mean) * rstd;
         if (p.weight_after_cast) v = to_float(from_float<TX>(v));
-        if (weight != nullptr) v *= to_float(weight[j]) + p.weight_offset;
+        if (weight != nullptr) v *= w;
         if (bias != nullptr) v += to_float(bias[j]);
         return v;
       };

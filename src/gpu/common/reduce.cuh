@@ -203,6 +203,39 @@ struct NanMax {
   FUSEKIT_DEVICE float operator()(float a, float b) const { return (b > a || b != b) ? b : a; }
 };
 
+// A row's sum and, taken beside it, a NaN-propagating max (RMSNorm's fp8 output with a dynamic
+// scale: the sum of squares and max|h * w|, norm_kernel.cuh).
+struct SumMax {
+  float sum;
+  float max;
+};
+
+// row_sum of `v` and, in the same pass, the NanMax of `m` over the `threads_per_row` threads of
+// each row: one barrier for both. The sum is row_sum's, bit for bit (the same tree); the max is the
+// same bits in any order. Scratch as row_sum's, one buffer per value.
+template <int kWarp, int kMaxWarpsPerRow>
+FUSEKIT_DEVICE SumMax row_sum_max(float v, float m, int threads_per_row, float* scratch_sum,
+                                  float* scratch_max) {
+  if (threads_per_row > kWarp) {
+    scratch_sum[threadIdx.x] = v;
+    scratch_max[threadIdx.x] = m;
+    __syncthreads();
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) + lane;
+    const int warps = threads_per_row / kWarp;
+    v = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_sum + column, warps);
+    m = scratch_max[column];
+    for (int w = 1; w < warps; ++w) m = NanMax{}(m, scratch_max[column + w * kWarp]);
+  }
+  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
+  v = warp_sum<kWarp>(v, lanes);
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    if (offset < lanes) m = NanMax{}(m, shfl_xor<kWarp>(m, offset));
+  }
+  return {v, m};
+}
+
 // `combine` (commutative and associative, e.g. NanMax) of `v` over the `threads_per_row` threads
 // of each row (a power of two): lanes by xor shuffles, then the row's warps through `scratch`
 // (one float per thread of the block). Every thread of the row gets the result. `scratch` must

@@ -61,18 +61,28 @@ struct ConstantFlag {
   FUSEKIT_DEVICE constexpr operator bool() const { return kValue; }
 };
 
-// y = ((h - mean) * rstd [rounded to TX when cast_first]) * w + b for one group. Hot callers
-// pass a constant, having branched on a.weight_after_cast once: tested per element, the flag
-// costs two issued instructions per element even when false.
+// y for one group: LayerNorm ((h - mean) * rstd [rounded to TX when cast_first]) * w + b;
+// RMSNorm (h * w) * rstd, or (h * rstd rounded to TX) * w when cast_first. RMSNorm weighs h
+// before it scales it so that max|y| = max|h * w| * rstd exactly (rounding is monotone and
+// rstd > 0): an fp8 output's dynamic scale then comes from the same reduction as the sum of
+// squares (finish_row, norm_kernel.cuh). Hot callers pass a constant, having branched on
+// a.weight_after_cast once: tested per element, the flag costs two issued instructions per
+// element even when false.
 template <class K>
 FUSEKIT_DEVICE void output_values(bool cast_first, const float (&h)[K::kGroup],
                                   const float (&w)[K::kGroup], const float (&b)[K::kGroup],
                                   float mean, float rstd, float (&y)[K::kGroup]) {
 #pragma unroll
   for (int e = 0; e < K::kGroup; ++e) {
-    float v = (h[e] - mean) * rstd;
-    if (cast_first) v = round_to<typename K::TX>(v);
-    y[e] = K::kLayer ? v * w[e] + b[e] : v * w[e];  // RMSNorm: no + 0 that would turn -0 to +0
+    if constexpr (K::kLayer) {
+      float v = (h[e] - mean) * rstd;
+      if (cast_first) v = round_to<typename K::TX>(v);
+      y[e] = v * w[e] + b[e];
+    } else if (cast_first) {
+      y[e] = round_to<typename K::TX>(h[e] * rstd) * w[e];
+    } else {
+      y[e] = (h[e] * w[e]) * rstd;
+    }
   }
 }
 

@@ -28,8 +28,9 @@
 //
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
 // out's dtype is quantized instead, as core/fp8.h says: by a static scale read from device memory,
-// or by the row's own scale from max|y|, one more reduction (a NaN-propagating max, so its bits do
-// not depend on the order) between computing y and writing it. On the registers path y stays in
+// or by the row's own scale from max|y|, a NaN-propagating max (its bits do not depend on the
+// order), taken beside the sum of squares where y stays in registers (MaxBesideSum) and otherwise
+// in one more reduction between computing y and writing it. On the registers path y stays in
 // registers from its max to its codes, in place of the packed row it came from (finish_row says
 // where not), and on the cluster path likewise, each block holding its slice; on the staged path
 // it is recomputed from the row, a few instructions per element.
@@ -91,6 +92,35 @@ FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
   return elems > 0 ? sum / static_cast<float>(elems) : 0.0f;
 }
 
+// Whether an fp8 output keeps y in registers between its max and its codes, where it replaces
+// the packed row and weight it was computed from (ptxas: no spill), so the codes cost only their
+// conversion (rms_norm_quant_fp8 [16384, 4096] 92.8 -> 99.3% of copy: bench/NOTES.md, "Norm
+// v23"). Not for fp16 at five groups per thread (12-44 bytes spilled), which recomputes y from
+// the packed row for the codes.
+template <class K, int kItems>
+inline constexpr bool kFp8KeepsY =
+    K::kFp8Out && (kItems <= 4 || !std::is_same_v<typename K::TX, Half>);
+
+// Where an fp8 output's dynamic scale gets its row max|y| (RMSNorm). y = (h * w) * rstd
+// (output_values), and rounding is monotone with rstd > 0 (or 0, or NaN, which give 0 or NaN
+// either way), so max|y| = max|h * w| * rstd bit for bit: max|h * w| is known before the sum of
+// squares is reduced and can travel beside it, one reduction a row (MaxBesideSum: `reduce(v, m)`
+// gives the row's total of v, as finish_row's reduce, and the NanMax of m; the registers path,
+// where y stays in registers). MaxAfterSum, the cluster path's, and kernels that form y again
+// for the codes: max|y| over the formed y in a second reduction, finish_row's reduce_max; the
+// same bits. Measured on an H100 (bench/NOTES.md, "Norm v32"), beside the sum: rms_norm_quant_fp8
+// [2048, 8192] 75 -> 81% of copy, [16384, 16384] 92 -> 96%; after it: the cluster path at N =
+// 32768 (89% against 75% beside) and fp16 at five groups a thread (94% against 82%).
+struct MaxAfterSum {
+  static constexpr bool kUsed = false;
+};
+
+template <class Reduce>
+struct MaxBesideSum {
+  static constexpr bool kUsed = true;
+  Reduce reduce;
+};
+
 // How finish_row writes a row's outputs.
 enum class OutputForm {
   // One tail with the weight_after_cast flag tested per element (the kernels with bounds).
@@ -117,18 +147,22 @@ enum class OutputForm {
 // calls this (reduce has barriers); `active` is false for threads past the last row.
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
-// `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only). A thread
-// without `writes_outputs` (another block writes its groups: NormConfig::output_parts) takes part
-// in the reductions and stores nothing. kForm: OutputForm.
-template <class K, RowFit kFit, OutputForm kForm, int kItems, class Affine, class Reduce,
-          class ReduceMax, class Moments = NoSliceMoments>
-FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
-                               int first_col, int items,
-                               Packed<typename K::TX, K::kGroup> (&x)[kItems],
-                               Packed<typename K::TR, K::kGroup> (&h)[kItems],
-                               const Affine& affine, const Reduce& reduce,
-                               const ReduceMax& reduce_max, bool writes_stats,
-                               const Moments& moments = {}, bool writes_outputs = true) {
+// `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only, unless
+// `max_rule` takes it beside the sum: MaxBesideSum). A thread without `writes_outputs` (another
+// block writes its groups: NormConfig::output_parts) takes part in the reductions and stores
+// nothing. kForm: OutputForm.
+// kPFirst (finish_row's choice): kept_y holds p = h * w from before the reduction, whose max
+// travels beside the sum (MaxBesideSum, a dynamic scale), and y = p * rstd after it.
+template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, int kItems, class Affine,
+          class Reduce, class ReduceMax, class Moments, class MaxRule>
+FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool active, int t,
+                                    int tpr, int first_col, int items,
+                                    Packed<typename K::TX, K::kGroup> (&x)[kItems],
+                                    Packed<typename K::TR, K::kGroup> (&h)[kItems],
+                                    const Affine& affine, const Reduce& reduce,
+                                    const ReduceMax& reduce_max, bool writes_stats,
+                                    const Moments& moments, bool writes_outputs,
+                                    const MaxRule& max_rule) {
   using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
@@ -156,6 +190,11 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
 #pragma unroll
     for (int i = 0; i < kItems; ++i) h[i] = x[i];  // TR is TX
   }
+
+  constexpr bool kKeepY = kFp8KeepsY<K, kItems>;
+  [[maybe_unused]] float kept_y[kKeepY ? kItems : 1][G];
+  static_assert(!kPFirst || (kKeepY && MaxRule::kUsed), "p first: y kept, max beside the sum");
+  [[maybe_unused]] float max_p = 0.0f;  // the row's max|h * w| (kPFirst)
 
   // Per group, then across the thread's groups, as trees (absent groups are zeros).
   float part[kItems];
@@ -227,7 +266,26 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       }
       part[i] = tree_sum(v);
     }
-    total = reduce(tree_sum(part), 0);
+    if constexpr (kPFirst) {
+      float m = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int col = first_col + (t + i * tpr) * G;
+        if (in_row(i, col, 0)) {
+          float hv[G], wv[G], bv[G];
+          to_floats(h[i], hv);
+          affine(i, col, wv, bv);
+#pragma unroll
+          for (int e = 0; e < G; ++e) kept_y[i][e] = hv[e] * wv[e];  // output_values' product
+          if (active) m = group_max_abs<K, kFit != RowFit::kAny>(m, kept_y[i], col, n);
+        }
+      }
+      const SumMax row_values = max_rule.reduce(tree_sum(part), m);
+      total = row_values.sum;
+      max_p = row_values.max;
+    } else {
+      total = reduce(tree_sum(part), 0);
+    }
   }
   const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
@@ -236,8 +294,9 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   // bytes spilled otherwise). LayerNorm at up to four, the fused add and the plain form (whose
   // single tail has registers to spare: no spill, and 0.02-0.09 us faster) do better left to the
   // compiler (ptxas).
+  // (Not where kPFirst: the row is spent, kept_y holds what the outputs need.)
   if constexpr (sizeof(TR) == 2 && (!K::kLayer || kItems > 4) && !K::kAdd &&
-                kForm != OutputForm::kPlain) {
+                kForm != OutputForm::kPlain && !kPFirst) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
 #pragma unroll
@@ -253,19 +312,18 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
       affine(i, col, wv, bv);
       output_values<K>(static_cast<bool>(cast_first), hv, wv, bv, mean, rstd, y);
     };
-    // fp8 output keeps y in registers between its max and its codes, where it replaces the packed
-    // row and weight it was computed from (ptxas: no spill), so the codes cost only their
-    // conversion (rms_norm_quant_fp8 [16384, 4096] 92.8 -> 99.3% of copy: bench/NOTES.md, "Norm
-    // v23"). Not for fp16 at five groups per thread (12-44 bytes spilled), which recomputes y from
-    // the packed row for the codes.
-    constexpr bool kKeepY =
-        K::kFp8Out && (kItems <= 4 || !std::is_same_v<typename K::TX, Half>);
-    [[maybe_unused]] float kept_y[kKeepY ? kItems : 1][G];
     if constexpr (kKeepY) {
 #pragma unroll
       for (int i = 0; i < kItems; ++i) {
         const int col = first_col + (t + i * tpr) * G;
-        if (in_row(i, col, 0)) item_values(i, col, kept_y[i]);
+        if (in_row(i, col, 0)) {
+          if constexpr (kPFirst) {
+#pragma unroll
+            for (int e = 0; e < G; ++e) kept_y[i][e] *= rstd;  // as output_values forms y
+          } else {
+            item_values(i, col, kept_y[i]);
+          }
+        }
       }
     }
     auto y_of = [&](int i, int col, float (&y)[G]) {
@@ -279,7 +337,9 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
     [[maybe_unused]] float inverse_scale = 1.0f;
     if constexpr (K::kFp8Out) {
       float max_abs = 0.0f;
-      if (a.dynamic_scale != nullptr) {  // uniform: every thread of the block reduces
+      if constexpr (kPFirst) {
+        max_abs = max_p * rstd;
+      } else if (a.dynamic_scale != nullptr) {  // uniform: every thread of the block reduces
 #pragma unroll
         for (int i = 0; i < kItems; ++i) {
           const int col = first_col + (t + i * tpr) * G;
@@ -326,17 +386,38 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   }
 }
 
+// The second half of the registers and cluster kernels (finish_row_impl says what it does). An
+// fp8 output whose y stays in registers takes its max beside the sum where `max_rule` is
+// MaxBesideSum: the registers kernel passes it for a dynamic scale only, from a path of its own
+// (norm_registers_kernel says why).
+template <class K, RowFit kFit, OutputForm kForm, int kItems, class Affine, class Reduce,
+          class ReduceMax, class Moments = NoSliceMoments, class MaxRule = MaxAfterSum>
+FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
+                               int first_col, int items,
+                               Packed<typename K::TX, K::kGroup> (&x)[kItems],
+                               Packed<typename K::TR, K::kGroup> (&h)[kItems],
+                               const Affine& affine, const Reduce& reduce,
+                               const ReduceMax& reduce_max, bool writes_stats,
+                               const Moments& moments = {}, bool writes_outputs = true,
+                               const MaxRule& max_rule = {}) {
+  constexpr bool kPFirst = kFp8KeepsY<K, kItems> && MaxRule::kUsed;
+  finish_row_impl<K, kFit, kForm, kPFirst>(a, row, active, t, tpr, first_col, items, x, h, affine,
+                                           reduce, reduce_max, writes_stats, moments,
+                                           writes_outputs, max_rule);
+}
+
 // Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
 // `items` of them) and finishes it (finish_row). The registers kernel's row. (The cluster kernel
 // loads its slices with load_row_item and weight_group instead; written out here, the loads keep
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
 template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
-          bool kHoldAffine, class Reduce, class ReduceMax, class Moments>
+          bool kHoldAffine, class Reduce, class ReduceMax, class Moments, class MaxRule>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, const Moments& moments,
-                                        bool writes_stats, bool writes_outputs, int weight_shift) {
+                                        const MaxRule& max_rule, bool writes_stats,
+                                        bool writes_outputs, int weight_shift) {
   using TX = typename K::TX;
   using TW = typename K::TW;
   using TR = typename K::TR;
@@ -422,7 +503,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     }
   };
   finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                             reduce_max, writes_stats, moments, writes_outputs);
+                             reduce_max, writes_stats, moments, writes_outputs, max_rule);
 }
 
 // LayerNorm's kernels of shared rows (NormConfig::output_parts) hold the weight and bias beside
@@ -480,8 +561,13 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   auto reduce = [&](float v, int k) {
     return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
   };
-  // fp8 output only (RMSNorm, whose sum used scratch[0]).
+  // fp8 output only (RMSNorm, whose sum used scratch[0]), where y is formed again for the codes.
   auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
+  // fp8 output with a dynamic scale: its sum of squares and max|h * w| in one reduction.
+  auto reduce_sum_max = [&](float v, float m) {
+    return row_sum_max<K::kWarp, K::kMaxWarpsPerRow>(v, m, tpr, scratch[0], scratch[1]);
+  };
+
   // LayerNorm's moments in one reduction (TreeMoments) for rows of a power-of-two number of whole
   // groups: the exact kernels' rows unless kItems is odd, and the other kernels' where
   // kPowerOfTwoRows. Exact rows' groups are tpr x kItems, a constant where tpr is: then so is
@@ -518,10 +604,26 @@ __global__ void __launch_bounds__(K::kMaxThreads,
     const int part_threads = tpr >> parts_log2;
     weight_shift = part * part_threads - (t & ~(part_threads - 1));
   }
-  normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
-                      kSharedRowsHoldAffine<K, kSharedRows>>(
-      a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments,
-      t == 0 && part == 0, writes_outputs, weight_shift);
+  auto slice = [&](const auto& max_rule) {
+    normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
+                        kSharedRowsHoldAffine<K, kSharedRows>>(
+        a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
+        t == 0 && part == 0, writes_outputs, weight_shift);
+  };
+  // An fp8 output with a dynamic scale takes its max beside the sum (MaxBesideSum), from a path of
+  // its own from the loads on: p = h * w held from before the reduction, where the static scale
+  // holds the packed row. Chosen inside one path, that choice spilled 70-140 bytes a thread in the
+  // 16-bit four-group kernels (ptxas); as two paths the exact kernels spill nothing, the 16-bit
+  // ones with bounds or a partial last group 8-68 bytes (bench/NOTES.md, "Norm v32").
+  if constexpr (kFp8KeepsY<K, kItems>) {
+    if (a.dynamic_scale != nullptr) {  // uniform
+      slice(MaxBesideSum<decltype(reduce_sum_max)>{reduce_sum_max});
+    } else {
+      slice(MaxAfterSum{});
+    }
+  } else {
+    slice(MaxAfterSum{});
+  }
   if (a.trigger_after_writes) allow_dependent_grids();
 }
 

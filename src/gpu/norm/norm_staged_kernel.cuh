@@ -33,7 +33,9 @@ FUSEKIT_DEVICE void reload_source(const NormKernelArgs& a, const typename K::TR*
 }
 
 // One block per row. Pass 1 reads the inputs once (forming and writing h when adding), sums, and
-// stages the first smem_groups groups of h in shared memory; pass 2 writes the output.
+// stages the first smem_groups groups of h in shared memory; pass 2 writes the output. An fp8
+// output with a dynamic scale also takes max|h * w| in pass 1 (the weight read beside the row),
+// reduced beside the sum: max|y| is that times rstd (output_values, norm_group_io.cuh).
 template <class K>
 __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
@@ -53,7 +55,9 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
   allow_dependent_grids();
 
   // Pass 1: read, (add), stage, sum.
+  const bool max_needed = K::kFp8Out && a.dynamic_scale != nullptr;
   float acc = 0.0f;
+  float max_p = 0.0f;  // max|h * w| (fp8 output, dynamic scale)
   for (int64_t g0 = threadIdx.x; g0 < groups; g0 += static_cast<int64_t>(threads) * B) {
     float h[B][G];
 #pragma unroll
@@ -77,10 +81,29 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
       }
 #pragma unroll
       for (int e = 0; e < G; ++e) acc += K::kLayer ? h[j][e] : h[j][e] * h[j][e];
+      if constexpr (K::kFp8Out) {
+        if (max_needed && g < groups) {
+          // The weight from cache (every row reads it), a group at a time: registers for the
+          // batch's weights beside its h spilled.
+          float w[G], b[G], p[G];
+          load_affine<K>(a, g * G, w, b);
+#pragma unroll
+          for (int e = 0; e < G; ++e) p[e] = h[j][e] * w[e];  // output_values' first product
+          max_p = group_max_abs<K, false>(max_p, p, g * G, n);
+        }
+      }
     }
   }
   float mean = 0.0f;
-  float total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(acc, threads, scratch[0]);
+  float total;
+  if (max_needed) {  // uniform
+    const SumMax row_values =
+        row_sum_max<K::kWarp, K::kMaxWarpsPerRow>(acc, max_p, threads, scratch[0], scratch[1]);
+    total = row_values.sum;
+    max_p = row_values.max;
+  } else {
+    total = row_sum<K::kWarp, K::kMaxWarpsPerRow>(acc, threads, scratch[0]);
+  }
   if constexpr (K::kLayer) {
     // Second pass over data on chip (or in L2): the variance about the mean.
     mean = total / static_cast<float>(n);
@@ -100,19 +123,7 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
 
   float inverse_scale = 1.0f;
   if constexpr (K::kFp8Out) {
-    // A dynamic scale needs max|y| first: one more pass over the staged row.
-    float max_abs = 0.0f;
-    if (a.dynamic_scale != nullptr) {
-      for (int64_t g = threadIdx.x; g < groups; g += threads) {
-        float h[G], w[G], b[G], y[G];
-        reload_source<K>(a, stage, row, g, h);
-        load_affine<K>(a, g * G, w, b);
-        output_values<K>(a.weight_after_cast, h, w, b, mean, rstd, y);
-        max_abs = group_max_abs<K, false>(max_abs, y, g * G, n);
-      }
-      max_abs = block_reduce<K::kWarp, K::kMaxWarpsPerRow>(max_abs, scratch[1], NanMax{});
-    }
-    inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, threadIdx.x == 0);
+    inverse_scale = fp8_inverse_for_row<K>(a, row, max_p * rstd, threadIdx.x == 0);
   }
 
   // Pass 2: normalize and write.
