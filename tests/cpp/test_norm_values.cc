@@ -1,6 +1,9 @@
 // The normalization ops against the float64 reference, on every backend present: every dtype
 // combination, odd and large N, M in {0, 1, 3, 257}, strided rows, unaligned base pointers,
-// rank-3 views, and each option. Outputs are poisoned with NaN before every call.
+// rank-3 views, and each option; and RMSNorm's product order, bit for bit in float32. Outputs are
+// poisoned with NaN before every call.
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -139,6 +142,53 @@ TEST_P(NormValues, LongRows) {
       c.cols = 32768;
       c.seed = seed++;
       expect_case(c);
+    }
+  }
+}
+
+// RMSNorm forms y as (h * (w + weight_offset)) * rstd in float32 (include/fusekit/norm.h), so a
+// row's max|y| is max|h * w| * rstd exactly, which the fp8 forms' dynamic scale relies on. With
+// float32 tensors out is y itself: every element must be that product with the call's own rstd,
+// bit for bit, on each backend and launch path (N = 7 to 40003: bounds, exact rows, and on the GPU
+// the cluster and staged paths), with and without Gemma's weight offset.
+TEST_P(NormValues, RmsNormWeighsBeforeItScales) {
+  if (is_layer(op())) GTEST_SKIP() << "RMSNorm only";
+  uint32_t seed = 4000;
+  for (int64_t n : {7, 769, 4096, 5125, 16384, 40003}) {
+    for (float offset : {0.0f, 1.0f}) {
+      NormCase c;
+      c.op = op();
+      c.x_dtype = c.weight_dtype = c.residual_dtype = DType::kFloat32;
+      c.rows = 5;
+      c.cols = n;
+      c.stats = true;
+      c.weight_offset = offset;
+      c.seed = seed++;
+      SCOPED_TRACE(c.name());
+      NormRun before;
+      const NormRun run = run_norm_case(c, backend(), &before);
+      ASSERT_TRUE(run.status.ok()) << run.status.to_string();
+      // In place, x holds the output and residual h (norm_cases.h).
+      const bool in_place = is_in_place(op());
+      const RowBuffer& out = in_place ? run.x : run.out;
+      const RowBuffer& h = in_place ? run.residual : is_add(op()) ? run.residual_out : before.x;
+      int mismatches = 0;
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const float rstd = static_cast<float>(run.rstd.get(0, r));
+        for (int64_t j = 0; j < n; ++j) {
+          const float w = static_cast<float>(before.weight.get(0, j)) + offset;
+          const float expected = (static_cast<float>(h.get(r, j)) * w) * rstd;
+          const float got = static_cast<float>(out.get(r, j));
+          uint32_t expected_bits, got_bits;
+          std::memcpy(&expected_bits, &expected, sizeof(float));
+          std::memcpy(&got_bits, &got, sizeof(float));
+          if (expected_bits != got_bits && mismatches++ < 3) {
+            ADD_FAILURE() << "row " << r << " column " << j << ": " << got << " against "
+                          << expected;
+          }
+        }
+      }
+      EXPECT_EQ(mismatches, 0);
     }
   }
 }
