@@ -37,7 +37,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/fp8.h"
 #include "gpu/common/reduce.cuh"
@@ -91,35 +90,6 @@ struct TreeMoments {
 FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
   return elems > 0 ? sum / static_cast<float>(elems) : 0.0f;
 }
-
-// Whether an fp8 output keeps y in registers between its max and its codes, where it replaces
-// the packed row and weight it was computed from (ptxas: no spill), so the codes cost only their
-// conversion (rms_norm_quant_fp8 [16384, 4096] 92.8 -> 99.3% of copy: bench/NOTES.md, "Norm
-// v23"). Not for fp16 at five groups per thread (12-44 bytes spilled), which recomputes y from
-// the packed row for the codes.
-template <class K, int kItems>
-inline constexpr bool kFp8KeepsY =
-    K::kFp8Out && (kItems <= 4 || !std::is_same_v<typename K::TX, Half>);
-
-// Where an fp8 output's dynamic scale gets its row max|y| (RMSNorm). y = (h * w) * rstd
-// (output_values), and rounding is monotone with rstd > 0 (or 0, or NaN, which give 0 or NaN
-// either way), so max|y| = max|h * w| * rstd bit for bit: max|h * w| is known before the sum of
-// squares is reduced and can travel beside it, one reduction a row (MaxBesideSum: `reduce(v, m)`
-// gives the row's total of v, as finish_row's reduce, and the NanMax of m; the registers path,
-// where y stays in registers). MaxAfterSum, the cluster path's, and kernels that form y again
-// for the codes: max|y| over the formed y in a second reduction, finish_row's reduce_max; the
-// same bits. Measured on an H100 (bench/NOTES.md, "Norm v32"), beside the sum: rms_norm_quant_fp8
-// [2048, 8192] 75 -> 81% of copy, [16384, 16384] 92 -> 96%; after it: the cluster path at N =
-// 32768 (89% against 75% beside) and fp16 at five groups a thread (94% against 82%).
-struct MaxAfterSum {
-  static constexpr bool kUsed = false;
-};
-
-template <class Reduce>
-struct MaxBesideSum {
-  static constexpr bool kUsed = true;
-  Reduce reduce;
-};
 
 // How finish_row writes a row's outputs.
 enum class OutputForm {
