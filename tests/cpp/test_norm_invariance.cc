@@ -270,8 +270,8 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
 }
 
 // Sharing a row's outputs among blocks (NormConfig::output_parts) needs rows of their own blocks,
-// no fp8 output and outputs apart from the inputs; a launch asked for it otherwise is refused
-// with a message, and writes nothing.
+// not the fused add with an fp8 output, and outputs apart from the inputs; a launch asked for it
+// otherwise is refused with a message, and writes nothing.
 TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
@@ -382,6 +382,108 @@ TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
         }
       }
     }
+  }
+}
+
+// RMSNorm's fp8 forms with each row's outputs shared by 2 and 4 blocks (NormConfig::output_parts):
+// every block reduces the whole row and so finds the same scale, and the codes, the scales and
+// rstd must be bitwise those of one block a row, at 1, 2 and 4 groups per thread, for a dynamic
+// scale (one part stores it) and a static one. The fused add's fp8 forms have no such kernels:
+// asked for one, the launch is refused and writes nothing.
+TEST(NormLaunchShapes, Fp8SharedRowsGiveTheBitsOfOneBlockARow) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const int64_t m = 3;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+    for (int64_t n : {2048, 4096, 8192}) {
+      for (const bool dynamic : {true, false}) {
+        LaunchShapeInputs in(false, false, dtype, m, n, static_cast<uint32_t>(n + dynamic));
+        detail::NormProblem& p = in.p;
+        p.out_fp8 = true;
+        p.out_fp8_format = dynamic ? Fp8Format::kE4M3FN : Fp8Format::kE4M3FNUZ;
+        RowBuffer static_scale(Backend::kGPU, DType::kFloat32, 1, 1);
+        static_scale.set(0, 0, 0.0123);
+        static_scale.upload();
+        gpu::NormShape shape;
+        ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+        const int64_t groups = n / shape.group_elems;
+        std::vector<uint64_t> reference;
+        for (int items : {1, 2, 4}) {
+          const int64_t threads = groups / items;
+          if (threads > gpu::kNormMaxThreads) continue;
+          gpu::NormConfig config;
+          ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
+                                            static_cast<int>(threads), items, &config));
+          for (int parts : {1, 2, gpu::kNormMaxOutputParts}) {
+            for (const bool late : {false, true}) {
+              gpu::NormConfig variant = config;
+              variant.output_parts = parts;
+              variant.trigger_after_writes = late;
+              SCOPED_TRACE(std::string(dtype_name(dtype)) + " N=" + std::to_string(n) +
+                           (dynamic ? " dynamic " : " static ") + variant.to_string());
+              RowBuffer codes(Backend::kGPU, fp8_format_dtype(p.out_fp8_format), m, n);
+              RowBuffer scale(Backend::kGPU, DType::kFloat32, 1, m);
+              RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
+              p.out = codes.data();
+              p.out_stride = n;
+              p.dynamic_scale = dynamic ? static_cast<float*>(scale.data()) : nullptr;
+              p.static_scale = dynamic ? nullptr : static_cast<const float*>(static_scale.data());
+              p.rstd = static_cast<float*>(rstd.data());
+              gpu::NormLaunchOverrides overrides;
+              overrides.config = &variant;
+              ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+              ASSERT_TRUE(gpu_synchronize(0).ok());
+              std::vector<uint64_t> bits;
+              for (RowBuffer* b : {&codes, &scale, &rstd}) {
+                b->download();
+                for (int64_t row = 0; row < b->rows(); ++row) {
+                  for (int64_t j = 0; j < b->cols(); ++j) bits.push_back(b->raw(row, j));
+                }
+              }
+              for (int64_t row = 0; row < m; ++row) {
+                ASSERT_FALSE(std::isnan(rstd.get(0, row))) << "row " << row << " not written";
+              }
+              if (reference.empty()) {
+                reference = bits;
+              } else {
+                EXPECT_EQ(bits, reference);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // The fused add with an fp8 output, outputs apart from the inputs: refused, nothing written.
+  const int64_t n = 4096;
+  LaunchShapeInputs in(false, true, DType::kBFloat16, m, n, 11);
+  detail::NormProblem& p = in.p;
+  p.out_fp8 = true;
+  RowBuffer codes(Backend::kGPU, DType::kFloat8E4M3FN, m, n);  // poisoned
+  RowBuffer scale(Backend::kGPU, DType::kFloat32, 1, m);
+  RowBuffer r_out(Backend::kGPU, DType::kBFloat16, m, n);
+  const std::vector<std::vector<uint8_t>> before = {codes.snapshot(), scale.snapshot(),
+                                                    r_out.snapshot()};
+  p.out = codes.data();
+  p.out_stride = n;
+  p.dynamic_scale = static_cast<float*>(scale.data());
+  p.residual_out = r_out.data();
+  p.residual_out_stride = n;
+  gpu::NormShape shape;
+  ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+  gpu::NormConfig config;
+  ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, 256, 2, &config));
+  config.output_parts = 2;
+  gpu::NormLaunchOverrides overrides;
+  overrides.config = &config;
+  const Status s = gpu::run_norm_gpu_with(p, nullptr, overrides);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("fp8"), std::string::npos) << s.message();
+  ASSERT_TRUE(gpu_synchronize(0).ok());
+  int k = 0;
+  for (RowBuffer* b : {&codes, &scale, &r_out}) {
+    b->download();
+    EXPECT_TRUE(b->equals_snapshot(before[k++])) << "an output was written";
   }
 }
 

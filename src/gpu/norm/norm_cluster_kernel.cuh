@@ -175,7 +175,8 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     }
     finish_row<K, kFit, OutputForm::kFlagPerElement>(a, row, true, t, tpr, first_col, a.items, x,
                                                      h, affine, reduce, cluster_max,
-                                                     t == 0 && rank == 0, moments);
+                                                     t == 0 && rank == 0,
+                                                     StaticScaleAtCodes{a.static_scale}, moments);
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {

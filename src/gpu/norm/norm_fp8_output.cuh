@@ -74,16 +74,38 @@ FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kG
   }
 }
 
-// The row's scale from its max|y| (dynamic) or the static scale; stored when `writes_scale`.
-// Returns 1 / scale.
-template <class K>
+// Where a kernel reads a static scale (a float in device memory; fp8_inverse_for_row calls
+// `static_scale()`): where the codes need it, after the row's reduction (StaticScaleAtCodes), or
+// as the row's loads are issued (StaticScaleBesideLoads), whose latency then hides under theirs,
+// at the cost of a register held across the reduction. The registers kernels without the add
+// read it beside the loads; the fused add's four-group kernels took 96 registers instead of 80
+// that way (ptxas), two blocks an SM where three fit (bench/NOTES.md, "Norm v33").
+struct StaticScaleAtCodes {
+  const float* scale;
+  FUSEKIT_DEVICE float operator()() const { return *scale; }
+};
+struct StaticScaleBesideLoads {
+  float value;  // 0 where the scale is dynamic
+  FUSEKIT_DEVICE float operator()() const { return value; }
+};
+template <class K, bool kBesideLoads>
+FUSEKIT_DEVICE auto static_scale_reader(const NormKernelArgs& a) {
+  if constexpr (K::kFp8Out && kBesideLoads) {
+    return StaticScaleBesideLoads{a.dynamic_scale == nullptr ? *a.static_scale : 0.0f};
+  } else {
+    return StaticScaleAtCodes{a.static_scale};
+  }
+}
+
+// The row's scale from its max|y| (dynamic) or the static scale (`static_scale()`: see
+// StaticScaleAtCodes); stored when `writes_scale`. Returns 1 / scale.
+template <class K, class StaticScale>
 FUSEKIT_DEVICE float fp8_inverse_for_row(const NormKernelArgs& a, int64_t row, float max_abs,
-                                         bool writes_scale) {
-  if (a.dynamic_scale == nullptr) return detail::fp8_inverse_scale(*a.static_scale);
+                                         const StaticScale& static_scale, bool writes_scale) {
+  if (a.dynamic_scale == nullptr) return detail::fp8_inverse_scale(static_scale());
   const float scale = detail::fp8_row_scale<typename K::Fp8>(max_abs, a.scale_upper_bound);
   if (writes_scale) a.dynamic_scale[row] = scale;
   return detail::fp8_inverse_scale(scale);
 }
-
 
 }  // namespace fusekit::gpu

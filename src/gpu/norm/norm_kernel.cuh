@@ -27,13 +27,12 @@
 // (other rows: two). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
 //
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
-// out's dtype is quantized instead, as core/fp8.h says: by a static scale read from device memory,
-// or by the row's own scale from max|y|, a NaN-propagating max (its bits do not depend on the
-// order), taken beside the sum of squares where y stays in registers (MaxBesideSum) and otherwise
-// in one more reduction between computing y and writing it. On the registers path y stays in
-// registers from its max to its codes, in place of the packed row it came from (finish_row says
-// where not), and on the cluster path likewise, each block holding its slice; on the staged path
-// it is recomputed from the row, a few instructions per element.
+// out's dtype is quantized instead, as core/fp8.h says: by a static scale (read beside the row's
+// loads), or by the row's own scale from max|y|, a NaN-propagating max (bits independent of the
+// order), taken beside the sum of squares where y stays in registers (MaxBesideSum), else in one
+// more reduction. y stays in registers from its max to its codes on the registers path, in place
+// of the packed row (finish_row says where not), and on the cluster path; the staged path forms
+// it again from the row, a few instructions per element.
 #pragma once
 
 #include <cstdint>
@@ -116,7 +115,8 @@ enum class OutputForm {
 // follow the batch size while each row's result stays bitwise the same. Every thread of the block
 // calls this (reduce has barriers); `active` is false for threads past the last row.
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
-// absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale), and
+// absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale; a static
+// one comes from `static_scale()`: StaticScaleAtCodes, StaticScaleBesideLoads), and
 // `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only, unless
 // `max_rule` takes it beside the sum: MaxBesideSum). A thread without `writes_outputs` (another
 // block writes its groups: NormConfig::output_parts) takes part in the reductions and stores
@@ -124,15 +124,15 @@ enum class OutputForm {
 // kPFirst (finish_row's choice): kept_y holds p = h * w from before the reduction, whose max
 // travels beside the sum (MaxBesideSum, a dynamic scale), and y = p * rstd after it.
 template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, int kItems, class Affine,
-          class Reduce, class ReduceMax, class Moments, class MaxRule>
+          class Reduce, class ReduceMax, class StaticScale, class Moments, class MaxRule>
 FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool active, int t,
                                     int tpr, int first_col, int items,
                                     Packed<typename K::TX, K::kGroup> (&x)[kItems],
                                     Packed<typename K::TR, K::kGroup> (&h)[kItems],
                                     const Affine& affine, const Reduce& reduce,
                                     const ReduceMax& reduce_max, bool writes_stats,
-                                    const Moments& moments, bool writes_outputs,
-                                    const MaxRule& max_rule) {
+                                    const StaticScale& static_scale, const Moments& moments,
+                                    bool writes_outputs, const MaxRule& max_rule) {
   using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
@@ -321,7 +321,8 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
         }
         max_abs = reduce_max(max_abs);
       }
-      inverse_scale = fp8_inverse_for_row<K>(a, row, max_abs, active && writes_stats);
+      inverse_scale =
+          fp8_inverse_for_row<K>(a, row, max_abs, static_scale, active && writes_stats);
     }
 
     if (!active || !writes_outputs) return;
@@ -361,19 +362,20 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
 // MaxBesideSum: the registers kernel passes it for a dynamic scale only, from a path of its own
 // (norm_registers_kernel says why).
 template <class K, RowFit kFit, OutputForm kForm, int kItems, class Affine, class Reduce,
-          class ReduceMax, class Moments = NoSliceMoments, class MaxRule = MaxAfterSum>
+          class ReduceMax, class StaticScale, class Moments = NoSliceMoments,
+          class MaxRule = MaxAfterSum>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
                                Packed<typename K::TR, K::kGroup> (&h)[kItems],
                                const Affine& affine, const Reduce& reduce,
                                const ReduceMax& reduce_max, bool writes_stats,
-                               const Moments& moments = {}, bool writes_outputs = true,
-                               const MaxRule& max_rule = {}) {
+                               const StaticScale& static_scale, const Moments& moments = {},
+                               bool writes_outputs = true, const MaxRule& max_rule = {}) {
   constexpr bool kPFirst = kFp8KeepsY<K, kItems> && MaxRule::kUsed;
   finish_row_impl<K, kFit, kForm, kPFirst>(a, row, active, t, tpr, first_col, items, x, h, affine,
-                                           reduce, reduce_max, writes_stats, moments,
-                                           writes_outputs, max_rule);
+                                           reduce, reduce_max, writes_stats, static_scale,
+                                           moments, writes_outputs, max_rule);
 }
 
 // Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
@@ -472,8 +474,11 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
+  // A static fp8 scale, read beside the row's loads without the add (StaticScaleAtCodes: why).
+  const auto static_scale = static_scale_reader<K, !K::kAdd && !MaxRule::kUsed>(a);
   finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                             reduce_max, writes_stats, moments, writes_outputs, max_rule);
+                             reduce_max, writes_stats, static_scale, moments, writes_outputs,
+                             max_rule);
 }
 
 // LayerNorm's kernels of shared rows (NormConfig::output_parts) hold the weight and bias beside
@@ -487,11 +492,10 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
 // can hold; with RowFit::kExact exactly that many (a.items == kItems), else up to it.
 // kWeightAtOutput: NormConfig::weight_at_output (RMSNorm only). kSharedRows (NormConfig::
-// output_parts; exact rows of their own blocks, not fp8): the row's 2^output_parts_log2
-// consecutive blocks each load and reduce all of it, and each writes the outputs of one equal
-// range of the row's threads (so of the groups those threads hold): part p the threads t with
-// t * parts / tpr == p. A kernel of its own, so that the others' code stays what it was (the
-// share's index and predicate cost rows of their own block 1-3% at M = 256).
+// output_parts; exact rows of their own blocks, NormTraits::kSharedRowsBuilt): the row's
+// 2^output_parts_log2 consecutive blocks each load and reduce all of it, and each writes the
+// outputs of one equal range of the row's threads (of the groups they hold): part p the threads
+// t with t * parts / tpr == p. A kernel of its own: the share's index and predicate cost 1-3%.
 // kThreadsPerRow: 0, or the row's thread count fixed at compile time for blocks of one row
 // (pick_norm_kernel: NormTraits::kFixedRowThreads). The same code with tpr a constant: the
 // reductions unroll without the branches a runtime count needs, and a thread's groups lie at
@@ -524,10 +528,8 @@ __global__ void __launch_bounds__(K::kMaxThreads,
                               : share >> a.threads_per_row_log2) == part;
 
   wait_for_prior_grids();
-  // The next grid may begin launching now, or after this thread's writes where the configuration
-  // says so (NormConfig::trigger_after_writes; uniform).
+  // The next grid may launch now, or after this thread's writes (NormConfig::trigger_after_writes).
   if (!a.trigger_after_writes) allow_dependent_grids();
-
   auto reduce = [&](float v, int k) {
     return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
   };
@@ -537,7 +539,6 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   auto reduce_sum_max = [&](float v, float m) {
     return row_sum_max<K::kWarp, K::kMaxWarpsPerRow>(v, m, tpr, scratch[0], scratch[1]);
   };
-
   // LayerNorm's moments in one reduction (TreeMoments) for rows of a power-of-two number of whole
   // groups: the exact kernels' rows unless kItems is odd, and the other kernels' where
   // kPowerOfTwoRows. Exact rows' groups are tpr x kItems, a constant where tpr is: then so is
@@ -580,11 +581,9 @@ __global__ void __launch_bounds__(K::kMaxThreads,
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };
-  // An fp8 output with a dynamic scale takes its max beside the sum (MaxBesideSum), from a path of
-  // its own from the loads on: p = h * w held from before the reduction, where the static scale
-  // holds the packed row. Chosen inside one path, that choice spilled 70-140 bytes a thread in the
-  // 16-bit four-group kernels (ptxas); as two paths the exact kernels spill nothing, the 16-bit
-  // ones with bounds or a partial last group 8-68 bytes (bench/NOTES.md, "Norm v32").
+  // A dynamic fp8 scale takes its max beside the sum (MaxBesideSum) on a path of its own from the
+  // loads on (p = h * w held across the reduction, where a static scale holds the packed row):
+  // one path choosing at run time spilled 70-140 bytes a thread (bench/NOTES.md, "Norm v32").
   if constexpr (kFp8KeepsY<K, kItems>) {
     if (a.dynamic_scale != nullptr) {  // uniform
       slice(MaxBesideSum<decltype(reduce_sum_max)>{reduce_sum_max});

@@ -82,6 +82,10 @@ struct NormTraits {
   // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common
   // call of a decode step, a weight (and LayerNorm's bias) and nothing else.
   static constexpr bool kPlainBuilt = kFixedRowThreads;
+  // Exact registers kernels whose rows' outputs are shared among blocks (NormConfig::output_parts):
+  // every form but the fused add's fp8 ones, whose usual call updates the residual in place, which
+  // no shared row may (each form built is some thirty kernels more).
+  static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd);
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;

@@ -109,7 +109,7 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
     }
     return norm_cluster_kernel<K, RowFit::kAny>;
   }
-  if constexpr (kFull && !K::kFp8Out) {
+  if constexpr (kFull && K::kSharedRowsBuilt) {
     // Rows shared among blocks (NormConfig::output_parts): exact rows of one, two or four groups
     // per thread (launch_norm_kernel checks).
     if (cfg.output_parts > 1) {
@@ -179,14 +179,15 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         "built for them (five: not LayerNorm with the add)");
   }
   if (cfg.output_parts != 1 &&
-      (cfg.path != Path::kRegisters || cfg.rows_per_block != 1 || K::kFp8Out ||
+      (cfg.path != Path::kRegisters || cfg.rows_per_block != 1 || !K::kSharedRowsBuilt ||
        fit != RowFit::kExact || (cfg.items != 1 && cfg.items != 2 && cfg.items != 4) ||
        cfg.weight_at_output || cfg.output_parts > kNormMaxOutputParts ||
        (cfg.output_parts & (cfg.output_parts - 1)) != 0)) {
     return Status::runtime_error(
         "norm: output_parts " + std::to_string(cfg.output_parts) +
         " needs the registers path with one row per block covered exactly by 1, 2 or 4 whole "
-        "groups per thread, no fp8 output, the weight beside the row, and a power of two up to " +
+        "groups per thread, not the fused add's fp8 forms, the weight beside the row, and a "
+        "power of two up to " +
         std::to_string(kNormMaxOutputParts));
   }
   const int parts = cfg.output_parts;

@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
 
   float inverse_scale = 1.0f;
   if constexpr (K::kFp8Out) {
-    inverse_scale = fp8_inverse_for_row<K>(a, row, max_p * rstd, threadIdx.x == 0);
+    const StaticScaleAtCodes static_scale{a.static_scale};
+    inverse_scale = fp8_inverse_for_row<K>(a, row, max_p * rstd, static_scale, threadIdx.x == 0);
   }
 
   // Pass 2: normalize and write.
