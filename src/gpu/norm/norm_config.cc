@@ -35,11 +35,20 @@ constexpr int kLatencyThreadsPerRow = 256;
 // leave slots idle they lose: N = 5120 (640 groups) layer_norm 2.42 -> 2.68, the fused add 1.99
 // -> 2.24.
 constexpr int kLongChainLatencyThreadsPerRow = 512;
-// And for RMSNorm alone (no add, no fp8 output), whose chain per group is the shortest: four
-// groups per thread on 128 threads replayed rms_norm [32, 4096] in 1.35 us against 1.41 at 256 x
-// 2, [1, 4096] 1.27 against 1.29 (H100, NOTES.md "Norm v13"); at N = 2048 (two groups on 128
-// threads) [64, 2048] 1.29 against 1.32 at 256 x 1, [1, 2048] level.
+// And for RMSNorm alone (no add), whose chain per group is the shortest: four groups per thread
+// on 128 threads replayed rms_norm [32, 4096] in 1.35 us against 1.41 at 256 x 2, [1, 4096] 1.27
+// against 1.29 (H100, NOTES.md "Norm v13"); at N = 2048 (two groups on 128 threads) [64, 2048]
+// 1.29 against 1.32 at 256 x 1, [1, 2048] level. Its fp8 forms likewise since their static scale
+// is read beside the row (NOTES.md "Norm v33": rms_norm_quant_fp8 [1, 4096] 1.66 us against
+// 1.76 at 256 x 2, [32, 4096] 1.76 against 1.92; the static scale's 1.30 / 1.41 against 1.32 /
+// 1.47).
 constexpr int kShortChainLatencyThreadsPerRow = 128;
+// RMSNorm's fp8 forms share a row's outputs among blocks (NormConfig::output_parts) only as far
+// as each part keeps this many groups: rms_norm_quant_fp8 replayed [1, 4096] (512 groups) in 1.66
+// us on one block of 128 x 4 against 1.68-1.69 in two or four parts, [16, 8192] in 2.09 us in
+// two parts against 2.14 in four, [1, 16384] in 2.60 in four against 2.82 on one block (H100,
+// NOTES.md "Norm v33").
+constexpr int64_t kFp8MinGroupsPerPart = 512;
 // LayerNorm (either form, not its fp8 forms), whose weight and bias are loaded beside the row at
 // up to two groups per thread (norm_kernel.cuh): two groups per thread where they cover the row
 // exactly in this many threads or more (up to kMaxRegisterThreadsPerRow). Measured on an H100
@@ -166,7 +175,7 @@ bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
          config.items <= kNormMaxItems &&
          static_cast<int64_t>(config.threads_per_row) * config.items == groups &&
          shape.whole_groups && !config.weight_at_output && shape.outputs_apart &&
-         !shape.fp8_output;
+         !(shape.fp8_output && shape.adds_residual);
 }
 
 bool cluster_covers_row(const NormShape& shape, const NormConfig& config) {
@@ -195,11 +204,16 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // 1.64, layer_norm [1, 8192] 2.29 -> 2.10, fused_add_rms_norm out of place [1, 4096] 1.54 ->
     // 1.43; four parts at M = 32 read 0.04-0.07 us slower than two, and none gained at M = 64.
     // (The shared kernels take exact rows of 1, 2 or 4 whole groups per thread: at these batch
-    // sizes, rows of a power-of-two number of whole groups.)
+    // sizes, rows of a power-of-two number of whole groups.) RMSNorm's fp8 forms too (not the
+    // fused add's: NormTraits::kSharedRowsBuilt; each block reduces the whole row, so each knows
+    // its scale), with at least kFp8MinGroupsPerPart groups a part.
+    const bool fp8_alone = shape.fp8_output && !shape.adds_residual;
+    const int64_t max_parts =
+        fp8_alone ? std::max<int64_t>(1, groups / kFp8MinGroupsPerPart) : kNormMaxOutputParts;
     int output_parts = 1;
-    if (shape.outputs_apart && !shape.fp8_output && shape.whole_groups &&
+    if (shape.outputs_apart && !(shape.fp8_output && shape.adds_residual) && shape.whole_groups &&
         next_pow2(groups) == groups) {
-      while (output_parts < kNormMaxOutputParts &&
+      while (output_parts < std::min<int64_t>(kNormMaxOutputParts, max_parts) &&
              shape.rows * output_parts * 4 <= static_cast<int64_t>(shape.sm_count)) {
         output_parts *= 2;
       }
@@ -207,8 +221,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // RMSNorm's short-chain spread is for a row on one block; with its outputs shared, 256 threads
     // measured ahead (rms_norm [1, 4096] 1.21 against 1.25 us at 128 x 4, both in four parts;
     // [32, 4096] 1.38 against 1.42, both in two).
-    const bool short_chain =
-        !shape.layer && !shape.adds_residual && !shape.fp8_output && output_parts == 1;
+    const bool short_chain = !shape.layer && !shape.adds_residual && output_parts == 1;
     const int64_t pair_threads = groups / 2;
     const bool layer_pairs = shape.layer && !shape.fp8_output && groups % 2 == 0 &&
                              next_pow2(pair_threads) == pair_threads &&

@@ -171,7 +171,7 @@ void widen_short_row_blocks(int64_t groups, NormConfig* config);
 
 // Whether `config` may share each row among blocks (NormConfig::output_parts > 1) for `shape`: a
 // registers-path row of its own block, covered exactly by 1, 2 or 4 whole groups per thread, the
-// weight beside the row, outputs apart from the inputs, no fp8 output.
+// weight beside the row, outputs apart from the inputs, not the fused add with an fp8 output.
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
 
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
