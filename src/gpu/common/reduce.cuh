@@ -56,18 +56,25 @@ FUSEKIT_DEVICE float warp_sum(float v, int lanes) {
   return v;
 }
 
-// The tree sum of `count` per-warp partials (a power of two, 2 <= count <= kCount) that lie
-// kWarp floats apart from `p`. Only the partials that exist are read; a tree over them gives the
-// same bits as one over kCount slots padded with zeros.
-template <int kWarp, int kCount>
-FUSEKIT_DEVICE float sum_warp_partials(const float* p, int count) {
+// `fold(w)` of the `count` per-warp partials (a power of two, 2 <= count <= kCount) that lie
+// kWarp floats apart from `p`, w an array of exactly `count` floats: every partial is read at
+// once (independent loads), and only those that exist.
+template <int kWarp, int kCount, class Fold>
+FUSEKIT_DEVICE float fold_warp_partials(const float* p, int count, const Fold& fold) {
   if constexpr (kCount > 2) {
-    if (count < kCount) return sum_warp_partials<kWarp, kCount / 2>(p, count);
+    if (count < kCount) return fold_warp_partials<kWarp, kCount / 2>(p, count, fold);
   }
   float w[kCount];
 #pragma unroll
   for (int i = 0; i < kCount; ++i) w[i] = p[i * kWarp];
-  return tree_sum(w);
+  return fold(w);
+}
+
+// The tree sum of `count` per-warp partials (fold_warp_partials); a tree over the partials that
+// exist gives the same bits as one over kCount slots padded with zeros.
+template <int kWarp, int kCount>
+FUSEKIT_DEVICE float sum_warp_partials(const float* p, int count) {
+  return fold_warp_partials<kWarp, kCount>(p, count, [](auto& w) { return tree_sum(w); });
 }
 
 // The sum of `v` over the `threads_per_row` threads of each row (a power of two), as a tree that
@@ -203,6 +210,27 @@ struct NanMax {
   FUSEKIT_DEVICE float operator()(float a, float b) const { return (b > a || b != b) ? b : a; }
 };
 
+// The NanMax of `count` per-warp partials (a power of two, 2 <= count <= kCount) that lie kWarp
+// floats apart from `p`, read four at a time (fold_warp_partials). One at a time, a loop over a
+// runtime count kept the row's division and rsqrt behind a chain of dependent shared loads; all
+// at once, the partials of sixteen warps beside the sums' took the fused add's four-group fp8
+// kernels from 80 to 96 registers (ptxas; bench/NOTES.md, "Norm v34").
+template <int kWarp, int kCount>
+FUSEKIT_DEVICE float max_warp_partials(const float* p, int count) {
+  constexpr int kChunk = kCount < 4 ? kCount : 4;
+  auto max_of = [](auto& w) {
+    float r = w[0];
+#pragma unroll
+    for (int i = 1; i < static_cast<int>(sizeof(w) / sizeof(w[0])); ++i) r = NanMax{}(r, w[i]);
+    return r;
+  };
+  float m = fold_warp_partials<kWarp, kChunk>(p, count < kChunk ? count : kChunk, max_of);
+  for (int first = kChunk; first < count; first += kChunk) {
+    m = NanMax{}(m, fold_warp_partials<kWarp, kChunk>(p + first * kWarp, kChunk, max_of));
+  }
+  return m;
+}
+
 // A row's sum and, taken beside it, a NaN-propagating max (RMSNorm's fp8 output with a dynamic
 // scale: the sum of squares and max|h * w|, norm_kernel.cuh).
 struct SumMax {
@@ -224,8 +252,7 @@ FUSEKIT_DEVICE SumMax row_sum_max(float v, float m, int threads_per_row, float* 
     const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) + lane;
     const int warps = threads_per_row / kWarp;
     v = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_sum + column, warps);
-    m = scratch_max[column];
-    for (int w = 1; w < warps; ++w) m = NanMax{}(m, scratch_max[column + w * kWarp]);
+    m = max_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_max + column, warps);
   }
   const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
   v = warp_sum<kWarp>(v, lanes);
