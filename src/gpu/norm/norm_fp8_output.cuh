@@ -74,35 +74,74 @@ FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kG
   }
 }
 
-// Where a kernel reads a static scale (a float in device memory; fp8_inverse_for_row calls
-// `static_scale()`): where the codes need it, after the row's reduction (StaticScaleAtCodes), or
-// as the row's loads are issued (StaticScaleBesideLoads), whose latency then hides under theirs,
-// at the cost of a register held across the reduction. The registers kernels without the add
-// read it beside the loads; the fused add's four-group kernels took 96 registers instead of 80
-// that way (ptxas), two blocks an SM where three fit (bench/NOTES.md, "Norm v33").
+// Where a kernel reads a static scale (a float in device memory; fp8_inverse_for_row takes
+// `static_scale.inverse()`, its 1 / scale):
+// - StaticScaleAtCodes: where the codes need it, after the row's reduction: an L2 round trip and
+//   a division on the row's path (the cluster and staged kernels).
+// - StaticScaleBesideLoads: as the row's loads are issued, whose latency then hides under theirs,
+//   at the cost of a register held across the reduction (the registers kernels without the add).
+// - StaticScaleStaged: thread 0 of the block reads it beside its loads and leaves it in shared
+//   memory (stage_static_scale) before the row's reduction, whose block barrier (row_sum, rows
+//   of more than one warp) publishes it to every thread: no register held across the reduction,
+//   no L2 round trip after it. The fused add's registers kernels, whose four-group kernels took
+//   96 registers instead of 80 with the scale beside the loads (ptxas), two blocks an SM where
+//   three fit (bench/NOTES.md, "Norm v33", "Norm v34"). Rows of one warp or less have no such
+//   barrier and read it at the codes. Thread 0 stages the scale, not 1 / scale: the division's
+//   branch (its slow path) there took the same kernels to 96 registers too.
+// Each gives the same bits: 1 / scale is the one division, wherever it runs.
 struct StaticScaleAtCodes {
   const float* scale;
-  FUSEKIT_DEVICE float operator()() const { return *scale; }
+  FUSEKIT_DEVICE float inverse() const { return detail::fp8_inverse_scale(*scale); }
 };
 struct StaticScaleBesideLoads {
   float value;  // 0 where the scale is dynamic
-  FUSEKIT_DEVICE float operator()() const { return value; }
+  FUSEKIT_DEVICE float inverse() const { return detail::fp8_inverse_scale(value); }
 };
-template <class K, bool kBesideLoads>
-FUSEKIT_DEVICE auto static_scale_reader(const NormKernelArgs& a) {
-  if constexpr (K::kFp8Out && kBesideLoads) {
+// The block's staged scale: one float of shared memory in each kernel that stages it.
+FUSEKIT_DEVICE float& staged_static_scale() {
+  __shared__ float scale;
+  return scale;
+}
+struct StaticScaleStaged {
+  const float* scale;
+  bool staged;  // uniform: the row's reduction has a block barrier
+  FUSEKIT_DEVICE float inverse() const {
+    return detail::fp8_inverse_scale(staged ? staged_static_scale() : *scale);
+  }
+};
+
+// Where a registers kernel reads a static scale (see above). kAtCodes also for the paths of a
+// dynamic scale (MaxBesideSum), which read none.
+enum class StaticScaleRead { kAtCodes, kBesideLoads, kStaged };
+
+template <class K, StaticScaleRead kRead>
+FUSEKIT_DEVICE auto static_scale_reader(const NormKernelArgs& a, int tpr) {
+  if constexpr (K::kFp8Out && kRead == StaticScaleRead::kBesideLoads) {
     return StaticScaleBesideLoads{a.dynamic_scale == nullptr ? *a.static_scale : 0.0f};
+  } else if constexpr (K::kFp8Out && kRead == StaticScaleRead::kStaged) {
+    return StaticScaleStaged{a.static_scale, tpr > K::kWarp};
   } else {
     return StaticScaleAtCodes{a.static_scale};
   }
 }
 
-// The row's scale from its max|y| (dynamic) or the static scale (`static_scale()`: see
+// StaticScaleStaged's store, by thread 0 of the block once its row's loads are issued: its load
+// of the scale then waits beside them.
+template <class StaticScale>
+FUSEKIT_DEVICE void stage_static_scale(const NormKernelArgs& a, const StaticScale& reader) {
+  if constexpr (std::is_same_v<StaticScale, StaticScaleStaged>) {
+    if (reader.staged && a.dynamic_scale == nullptr && threadIdx.x == 0) {
+      staged_static_scale() = *a.static_scale;
+    }
+  }
+}
+
+// The row's scale from its max|y| (dynamic) or the static scale (`static_scale.inverse()`: see
 // StaticScaleAtCodes); stored when `writes_scale`. Returns 1 / scale.
 template <class K, class StaticScale>
 FUSEKIT_DEVICE float fp8_inverse_for_row(const NormKernelArgs& a, int64_t row, float max_abs,
                                          const StaticScale& static_scale, bool writes_scale) {
-  if (a.dynamic_scale == nullptr) return detail::fp8_inverse_scale(static_scale());
+  if (a.dynamic_scale == nullptr) return static_scale.inverse();
   const float scale = detail::fp8_row_scale<typename K::Fp8>(max_abs, a.scale_upper_bound);
   if (writes_scale) a.dynamic_scale[row] = scale;
   return detail::fp8_inverse_scale(scale);

@@ -116,7 +116,7 @@ enum class OutputForm {
 // calls this (reduce has barriers); `active` is false for threads past the last row.
 // `affine(i, col, w, b)` gives item i's weight (offset added) and bias as floats: 1 and 0 where
 // absent. The thread with `writes_stats` stores rstd and mean (and a dynamic fp8 scale; a static
-// one comes from `static_scale()`: StaticScaleAtCodes, StaticScaleBesideLoads), and
+// one's 1 / scale comes from `static_scale.inverse()`: StaticScaleAtCodes and the others), and
 // `reduce_max(v)` gives the row's NanMax of v (fp8 output with a dynamic scale only, unless
 // `max_rule` takes it beside the sum: MaxBesideSum). A thread without `writes_outputs` (another
 // block writes its groups: NormConfig::output_parts) takes part in the reductions and stores
@@ -474,8 +474,13 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  // A static fp8 scale, read beside the row's loads without the add (StaticScaleAtCodes: why).
-  const auto static_scale = static_scale_reader<K, !K::kAdd && !MaxRule::kUsed>(a);
+  // A static fp8 scale: read beside the row's loads without the add, staged in shared memory by
+  // thread 0 with it (StaticScaleAtCodes says why), now that the loads are issued.
+  constexpr StaticScaleRead kScaleRead = MaxRule::kUsed ? StaticScaleRead::kAtCodes
+                                         : K::kAdd      ? StaticScaleRead::kStaged
+                                                        : StaticScaleRead::kBesideLoads;
+  const auto static_scale = static_scale_reader<K, kScaleRead>(a, tpr);
+  stage_static_scale(a, static_scale);
   finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
                              reduce_max, writes_stats, static_scale, moments, writes_outputs,
                              max_rule);
