@@ -110,9 +110,13 @@ struct StaticScaleStaged {
   }
 };
 
-// Where a registers kernel reads a static scale (see above). kAtCodes also for the paths of a
-// dynamic scale (MaxBesideSum), which read none.
+// Where a registers kernel reads a static scale (see above): beside the loads without the add,
+// staged with it; kAtCodes for the paths of a dynamic scale (MaxBesideSum), which read none.
 enum class StaticScaleRead { kAtCodes, kBesideLoads, kStaged };
+template <class K, class MaxRule>
+inline constexpr StaticScaleRead kRegistersScaleRead = MaxRule::kUsed ? StaticScaleRead::kAtCodes
+                                                       : K::kAdd ? StaticScaleRead::kStaged
+                                                                 : StaticScaleRead::kBesideLoads;
 
 template <class K, StaticScaleRead kRead>
 FUSEKIT_DEVICE auto static_scale_reader(const NormKernelArgs& a, int tpr) {

@@ -474,12 +474,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       for (int e = 0; e < G; ++e) bv[e] = 0.0f;
     }
   };
-  // A static fp8 scale: read beside the row's loads without the add, staged in shared memory by
-  // thread 0 with it (StaticScaleAtCodes says why), now that the loads are issued.
-  constexpr StaticScaleRead kScaleRead = MaxRule::kUsed ? StaticScaleRead::kAtCodes
-                                         : K::kAdd      ? StaticScaleRead::kStaged
-                                                        : StaticScaleRead::kBesideLoads;
-  const auto static_scale = static_scale_reader<K, kScaleRead>(a, tpr);
+  // A static fp8 scale (kRegistersScaleRead), staged now that the row's loads are issued.
+  const auto static_scale = static_scale_reader<K, kRegistersScaleRead<K, MaxRule>>(a, tpr);
   stage_static_scale(a, static_scale);
   finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
                              reduce_max, writes_stats, static_scale, moments, writes_outputs,
