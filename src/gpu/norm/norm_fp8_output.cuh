@@ -83,11 +83,11 @@ FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kG
 // - StaticScaleStaged: thread 0 of the block reads it beside its loads and leaves it in shared
 //   memory (stage_static_scale) before the row's reduction, whose block barrier (row_sum, rows
 //   of more than one warp) publishes it to every thread: no register held across the reduction,
-//   no L2 round trip after it. The fused add's registers kernels, whose four-group kernels took
-//   96 registers instead of 80 with the scale beside the loads (ptxas), two blocks an SM where
-//   three fit (bench/NOTES.md, "Norm v33", "Norm v34"). Rows of one warp or less have no such
-//   barrier and read it at the codes. Thread 0 stages the scale, not 1 / scale: the division's
-//   branch (its slow path) there took the same kernels to 96 registers too.
+//   no L2 round trip after it. For the fused add's registers kernels, whose four-group kernels
+//   took 96 registers instead of 80 with the scale beside the loads (ptxas), two blocks an SM
+//   where three fit (bench/NOTES.md, "Norm v33", "Norm v34"). Rows of one warp or less have no
+//   such barrier and read it at the codes. Thread 0 stages the scale, not 1 / scale: the
+//   division's branch (its slow path) there took the same kernels to 96 registers too.
 // Each gives the same bits: 1 / scale is the one division, wherever it runs.
 struct StaticScaleAtCodes {
   const float* scale;
