@@ -1,9 +1,18 @@
 // RMSNorm and fused_add_rms_norm with an fp8 output (static or dynamic per-row scale), every
-// dtype combination, both fp8 formats. See norm_launch.cuh.
+// dtype combination: the e4m3fn kernels, and the entry that picks the format. The e4m3fnuz
+// kernels compile apart, in parallel (norm_rms_fp8_fnuz.cu): each format is a full kernel set,
+// and together they were the longest translation unit of the build. See norm_launch.cuh.
 #include "core/fp8.h"
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
+
+template Status launch_norm_dtypes<NormKind::kRms, detail::Fp8E4M3FN>(
+    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
+    bool, StreamHandle);
+extern template Status launch_norm_dtypes<NormKind::kRms, detail::Fp8E4M3FNUZ>(
+    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
+    bool, StreamHandle);
 
 Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
                        const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
