@@ -6,7 +6,8 @@
 // memory), then lanes (xor shuffles, which leave the bitwise-same total in every lane). Because
 // thread t holds groups t, t + T, t + 2T, ... of its row, that is the same tree over the row's
 // groups, highest index bit first, whatever T is (see norm_kernel.cuh). Results are deterministic
-// and independent of how many rows a launch holds. The warp size is a template parameter (32 on
+// and independent of how many rows a launch holds; a row's threads may also lie in several blocks
+// of a cluster (ClusterGather), with the same tree. The warp size is a template parameter (32 on
 // NVIDIA and AMD RDNA, 64 on AMD CDNA).
 #pragma once
 
@@ -56,6 +57,57 @@ FUSEKIT_DEVICE float warp_sum(float v, int lanes) {
   return v;
 }
 
+// How the threads of a row hand their values to the fold that follows (row_sum, row_sum_max,
+// row_moments, row_reduce): each thread's value lands in slot `thread` of the row's scratch, and
+// once the publisher returns every slot of the row is readable by every thread of the block.
+// BlockPublish is the one-block row's: a store and the block barrier. A row split over a cluster's
+// blocks takes ClusterGather (below) instead, and then folds exactly what one block would have.
+struct BlockPublish {
+  FUSEKIT_DEVICE void operator()(float* s, float v) const {
+    s[threadIdx.x] = v;
+    __syncthreads();
+  }
+  FUSEKIT_DEVICE void operator()(float* s0, float v0, float* s1, float v1) const {
+    s0[threadIdx.x] = v0;
+    s1[threadIdx.x] = v1;
+    __syncthreads();
+  }
+};
+
+// A row whose threads lie in the `blocks` blocks of a cluster, thread `slot` of the row in this
+// block: every thread sends its value into its slot of every block's scratch (mailbox_send,
+// platform.h), and each block waits on its own `box` until the whole row's values have arrived,
+// so each block then holds the scratch a one-block row would have, and folds it to the same
+// bits. The block barrier after the wait publishes, as BlockPublish's does, anything the block
+// stored to shared memory before the reduction. One box per reduction: each completes its phase
+// 0 once (the caller's blocks reduce one row each). The box must have been initialized and
+// published before a cluster barrier.
+struct ClusterGather {
+  ClusterMailbox* box;
+  int slot;
+  int blocks;
+  FUSEKIT_DEVICE void send(float* s, float v) const {
+    for (int b = 0; b < blocks; ++b) mailbox_send(s + slot, box, static_cast<unsigned>(b), v);
+  }
+  FUSEKIT_DEVICE void finish(int values) const {
+    if (threadIdx.x == 0) {
+      mailbox_expect(box, static_cast<unsigned>(values * blocks) * blockDim.x *
+                              unsigned{sizeof(float)});
+    }
+    mailbox_wait(box, 0);
+    __syncthreads();
+  }
+  FUSEKIT_DEVICE void operator()(float* s, float v) const {
+    send(s, v);
+    finish(1);
+  }
+  FUSEKIT_DEVICE void operator()(float* s0, float v0, float* s1, float v1) const {
+    send(s0, v0);
+    send(s1, v1);
+    finish(2);
+  }
+};
+
 // `fold(w)` of the `count` per-warp partials (a power of two, 2 <= count <= kCount) that lie
 // kWarp floats apart from `p`, w an array of exactly `count` floats: every partial is read at
 // once (independent loads), and only those that exist.
@@ -82,11 +134,11 @@ FUSEKIT_DEVICE float sum_warp_partials(const float* p, int count) {
 // float per thread of the block), then across the lanes of a warp. Every thread gets the total.
 // `scratch` must not be in use by another reduction that can still be reading it (callers
 // alternate buffers). Every thread of the block calls this.
-template <int kWarp, int kMaxWarpsPerRow>
-FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch) {
+template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
+FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch,
+                             const Publish& publish = {}) {
   if (threads_per_row > kWarp) {
-    scratch[threadIdx.x] = v;
-    __syncthreads();
+    publish(scratch, v);
     const int lane = static_cast<int>(threadIdx.x) % kWarp;
     const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
     v = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch + row_first_thread + lane,
@@ -176,14 +228,13 @@ FUSEKIT_DEVICE SumM2 fold_warp_moments(const float* sum, const float* m2, int co
 // row_sum for moments (above): v is this thread's, its groups already merged; `groups` is the
 // row's (a power of two). Every thread of the row gets the row's. Scratch as row_sum's, one
 // buffer per value.
-template <int kWarp, int kMaxWarpsPerRow, bool kEmptyNodes>
+template <int kWarp, int kMaxWarpsPerRow, bool kEmptyNodes, class Publish = BlockPublish>
 FUSEKIT_DEVICE SumM2 row_moments(SumM2 v, int threads_per_row, int groups, float inv_n,
-                                 float* scratch_sum, float* scratch_m2) {
+                                 float* scratch_sum, float* scratch_m2,
+                                 const Publish& publish = {}) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   if (threads_per_row > kWarp) {
-    scratch_sum[threadIdx.x] = v.sum;
-    scratch_m2[threadIdx.x] = v.m2;
-    __syncthreads();
+    publish(scratch_sum, v.sum, scratch_m2, v.m2);
     const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) + lane;
     v = fold_warp_moments<kWarp, kEmptyNodes, kMaxWarpsPerRow>(
         scratch_sum + column, scratch_m2 + column, threads_per_row / kWarp, groups, inv_n);
@@ -241,13 +292,11 @@ struct SumMax {
 // row_sum of `v` and, in the same pass, the NanMax of `m` over the `threads_per_row` threads of
 // each row: one barrier for both. The sum is row_sum's, bit for bit (the same tree); the max is the
 // same bits in any order. Scratch as row_sum's, one buffer per value.
-template <int kWarp, int kMaxWarpsPerRow>
+template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
 FUSEKIT_DEVICE SumMax row_sum_max(float v, float m, int threads_per_row, float* scratch_sum,
-                                  float* scratch_max) {
+                                  float* scratch_max, const Publish& publish = {}) {
   if (threads_per_row > kWarp) {
-    scratch_sum[threadIdx.x] = v;
-    scratch_max[threadIdx.x] = m;
-    __syncthreads();
+    publish(scratch_sum, v, scratch_max, m);
     const int lane = static_cast<int>(threadIdx.x) % kWarp;
     const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) + lane;
     const int warps = threads_per_row / kWarp;
@@ -268,16 +317,15 @@ FUSEKIT_DEVICE SumMax row_sum_max(float v, float m, int threads_per_row, float* 
 // (one float per thread of the block). Every thread of the row gets the result. `scratch` must
 // not be in use by another reduction that can still be reading it. Every thread of the block
 // calls this.
-template <int kWarp, class Combine>
+template <int kWarp, class Combine, class Publish = BlockPublish>
 FUSEKIT_DEVICE float row_reduce(float v, int threads_per_row, float* scratch,
-                                const Combine& combine) {
+                                const Combine& combine, const Publish& publish = {}) {
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
     if (offset < threads_per_row) v = combine(v, shfl_xor<kWarp>(v, offset));
   }
   if (threads_per_row > kWarp) {
-    scratch[threadIdx.x] = v;
-    __syncthreads();
+    publish(scratch, v);
     const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
     v = scratch[row_first_thread];
     for (int w = kWarp; w < threads_per_row; w += kWarp) v = combine(v, scratch[row_first_thread + w]);

@@ -99,6 +99,7 @@ std::string NormConfig::to_string() const {
     s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
       << (trigger_after_writes ? ",trigger=late" : "") << (weight_at_output ? ",weight=late" : "")
       << (output_parts > 1 ? ",parts=" + std::to_string(output_parts) : "")
+      << (split_blocks > 1 ? ",split=" + std::to_string(split_blocks) : "")
       << (plain ? ",plain" : "") << ")";
   } else if (path == Path::kCluster) {
     s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
@@ -176,6 +177,25 @@ bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
          static_cast<int64_t>(config.threads_per_row) * config.items == groups &&
          shape.whole_groups && !config.weight_at_output && shape.outputs_apart &&
          !(shape.fp8_output && shape.adds_residual);
+}
+
+bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config) {
+  const NormConfig& c = *config;
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  const int tpr = c.threads_per_row;
+  const bool fits = c.path == NormConfig::Path::kRegisters && c.rows_per_block == 1 &&
+                    (c.items == 1 || c.items == 2 || c.items == 4) &&
+                    static_cast<int64_t>(tpr) * c.items == groups && shape.whole_groups &&
+                    (tpr == 128 || tpr == 256 || tpr == 512) && !c.weight_at_output &&
+                    c.output_parts == 1 && c.split_blocks == 1;
+  if (!fits || !shape.split_rows_built || blocks < 2 || blocks > kNormMaxSplitBlocks ||
+      (blocks & (blocks - 1)) != 0 || blocks > shape.max_cluster_blocks ||
+      tpr / blocks < shape.warp_size) {
+    return false;
+  }
+  config->split_blocks = blocks;
+  config->block_threads = tpr / blocks;
+  return true;
 }
 
 bool cluster_covers_row(const NormShape& shape, const NormConfig& config) {

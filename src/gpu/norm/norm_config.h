@@ -54,6 +54,15 @@ struct NormConfig {
   // output overlaps an input (a block may still be reading what another writes: not in place),
   // and never with an fp8 output (a dynamic scale needs every y).
   int output_parts = 1;
+  // Registers path with one row per block, on GPUs with clusters: how many blocks of a cluster
+  // the row's threads_per_row threads are split over (a power of two up to kNormMaxSplitBlocks;
+  // block_threads = threads_per_row / split_blocks, at least a warp). Each block loads, reduces
+  // and writes only its own threads' groups, so each SM moves 1 / split_blocks of the row, in
+  // place too; every reduction gathers the threads' values into every block through distributed
+  // shared memory, and each block folds them as one block of threads_per_row threads would: the
+  // same bits (norm_kernel.cuh, norm_registers_kernel). Exact rows of 1, 2 or 4 groups per thread
+  // on 128, 256 or 512 threads.
+  int split_blocks = 1;
   // Registers path: take the plain kernels (OutputForm::kPlain: a weight and nothing else, the
   // same bits as the general ones) where the call is plain and they are built. The heuristic sets
   // it up to twice as many rows as SMs, where a call's time is mostly its instruction latency;
@@ -99,6 +108,9 @@ struct NormShape {
   // The call takes the plain kernels where the launch fixes the row's thread count: 16-bit x in
   // one dtype, no fp8 output, and norm_plain_call.
   bool plain_form = false;
+  // The kernels of split rows (NormConfig::split_blocks) are built for the call's dtypes: 16-bit
+  // x, weight and residual of one dtype (NormTraits::kSplitRowsBuilt).
+  bool split_rows_built = false;
 };
 
 // Whether a call's options are the plain form's (the kernels' OutputForm::kPlain): a weight with
@@ -146,6 +158,7 @@ constexpr bool items_last_partial(int64_t groups, int threads_per_row, int items
 }
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 constexpr int kNormMaxOutputParts = 4;  // registers path: NormConfig::output_parts
+constexpr int kNormMaxSplitBlocks = 8;   // registers path: NormConfig::split_blocks (portable)
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
 constexpr int kNormStagedThreads = 512;
 // Cluster path: threads per block, and 16-byte groups per thread (the row's slice in registers).
@@ -173,6 +186,14 @@ void widen_short_row_blocks(int64_t groups, NormConfig* config);
 // registers-path row of its own block, covered exactly by 1, 2 or 4 whole groups per thread, the
 // weight beside the row, outputs apart from the inputs, not the fused add with an fp8 output.
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
+
+// `config` with its row's threads split over `blocks` blocks of a cluster (NormConfig::
+// split_blocks), where the GPU has clusters that large and `config` is a registers-path row of its
+// own block, covered exactly by 1, 2 or 4 whole groups per thread on 128, 256 or 512 threads, with
+// the weight beside the row and its outputs not shared (output_parts 1); blocks of at least a
+// warp. Returns false otherwise.
+bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config);
+// (The kernels exist where shape.split_rows_built; the shape then also needs whole groups.)
 
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
 // kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly, or three with each

@@ -60,6 +60,8 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.plain_form = !p.out_fp8 && one_dtype && dtype_size(p.x_dtype) == 2 &&
                  norm_plain_call(p.weight != nullptr, p.weight_offset, p.weight_after_cast,
                                  p.rstd != nullptr || p.mean != nullptr);
+  // What NormTraits::kSplitRowsBuilt decides.
+  s.split_rows_built = one_dtype && dtype_size(p.x_dtype) == 2;
   s.min_blocks_per_sm = norm_min_blocks_per_sm(
       p.add_residual, p.kind == detail::NormKind::kLayer,
       dtype_size(p.weight_dtype) == dtype_size(p.x_dtype), one_dtype, p.x_dtype == DType::kFloat16);
@@ -129,8 +131,9 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   a.cluster_blocks = cfg.cluster_blocks;
   a.smem_groups = cfg.smem_groups;
   a.trigger_after_writes = cfg.trigger_after_writes ? 1 : 0;
+  // Blocks a row: its outputs' parts, or its threads' split (one of the two is 1).
   a.output_parts_log2 = 0;
-  while ((1 << a.output_parts_log2) < cfg.output_parts) ++a.output_parts_log2;
+  while ((1 << a.output_parts_log2) < cfg.output_parts * cfg.split_blocks) ++a.output_parts_log2;
   if (cfg.output_parts > 1 && !shape.outputs_apart) {
     return Status::invalid_argument(
         "norm: output_parts > 1 needs outputs apart from the inputs (not in place)");

@@ -43,52 +43,10 @@
 #include "gpu/norm/norm_fp8_output.cuh"
 #include "gpu/norm/norm_group_io.cuh"
 #include "gpu/norm/norm_kernel_args.cuh"
+#include "gpu/norm/norm_moments.cuh"
 #include "gpu/platform.h"
 
 namespace fusekit::gpu {
-
-// LayerNorm's statistics. By default (the registers path) the row's mean comes from one reduction
-// and its squares, centred on that mean, from a second. A policy with kUsed (SliceMoments: the
-// cluster path, whose every reduction is an exchange between blocks) instead has each slice of the
-// row centre its squares on its own mean, slice_centre, so that both sums are block-local
-// (slice_total(v, k)), and combine(slice_sum, slice_squares, &mean, &total) gives the row's mean
-// and centred squares from every slice's pair in one exchange.
-struct NoSliceMoments {
-  static constexpr bool kUsed = false;
-  static constexpr bool kTree = false;
-};
-
-template <class SliceTotal, class Combine>
-struct SliceMoments {
-  static constexpr bool kUsed = true;
-  static constexpr bool kTree = false;
-  int slice_elems;  // elements of the row in this block's slice
-  SliceTotal slice_total;
-  Combine combine;
-};
-
-// The registers path's for rows of a power-of-two number of whole groups (norm_registers_kernel
-// says which kernels take them): each group's sum and squares about its mean (two passes over
-// registers), merged over the row's tree in one reduction, `reduce(v, groups, inv_n)`
-// (row_moments: the thread's merged groups in, the row's out), where the default takes two, the
-// mean's and then the squares' about it: one barrier and one chain of shuffles fewer, which is
-// what a short call waits on. Other rows take the default: their trees have nodes of unequal
-// counts, whose merges would each need a division.
-template <class ReduceMoments, bool kEmpty>
-struct TreeMoments {
-  static constexpr bool kUsed = false;
-  static constexpr bool kTree = true;
-  static constexpr bool kEmptyNodes = kEmpty;  // row_moments' (exact rows have none)
-  int groups;    // the row's, a power of two
-  int tpr_log2;  // log2 of the row's threads
-  ReduceMoments reduce;
-};
-
-// The mean that a slice of `elems` elements summing to `sum` centres its squares on; every block
-// computes each slice's the same way (hence the same bits).
-FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
-  return elems > 0 ? sum / static_cast<float>(elems) : 0.0f;
-}
 
 // How finish_row writes a row's outputs.
 enum class OutputForm {
@@ -482,8 +440,9 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
                              max_rule);
 }
 
-// LayerNorm's kernels of shared rows (NormConfig::output_parts) hold the weight and bias beside
-// the row at every group count, built for one block per SM for the registers: their grids hold
+// LayerNorm's kernels of shared and split rows (NormConfig::output_parts, split_blocks) hold the
+// weight and bias beside the row at every group count, built for one block per SM for the
+// registers: their grids hold
 // at most a quarter of a block per SM (the heuristic's rule), so occupancy costs them nothing,
 // while loading the affine after the reductions puts an L2 round trip on a one-row call's path.
 template <class K, bool kSharedRows>
@@ -506,39 +465,70 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // kPowerOfTwoRows (LayerNorm's kernels other than the exact ones): the rows are a power-of-two
 // number of whole groups, whose moments take one reduction (TreeMoments); a kernel of its own, so
 // that the others' code stays the default's alone.
+// kSplitRows (NormConfig::split_blocks; exact rows, fixed thread count, CUDA sm_90+): the row's
+// kThreadsPerRow threads lie in the 2^output_parts_log2 blocks of a cluster, block p holding row
+// threads p * blockDim.x + threadIdx.x, so each block loads, reduces and writes only its own
+// threads' groups (in place too), and each reduction gathers every thread's value into every
+// block (ClusterGather, reduce.cuh): the same tree, so the bits of one block a row.
 template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
           bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false,
-          bool kPowerOfTwoRows = false>
+          bool kPowerOfTwoRows = false, bool kSplitRows = false>
 __global__ void __launch_bounds__(K::kMaxThreads,
-                                  (kSharedRowsHoldAffine<K, kSharedRows> ? 1 : K::kMinBlocksPerSm))
+                                  (kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>
+                                       ? 1
+                                       : K::kMinBlocksPerSm))
     norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
+  if constexpr (kSplitRows && !clusters_compiled()) return;
   __shared__ float scratch[2][K::kScratch];
+  __shared__ ClusterMailbox gathers[2];  // kSplitRows: one a reduction (at most two a row)
   constexpr bool kFixed = kThreadsPerRow > 0;
   static_assert(!kPlain || (kFixed && kFit == RowFit::kExact), "plain: exact fixed kernels only");
+  static_assert(!kSplitRows || (kFixed && kFit == RowFit::kExact && !kSharedRows),
+                "split rows: exact fixed kernels only");
   const int tpr = kFixed ? kThreadsPerRow : 1 << a.threads_per_row_log2;
-  const int t = static_cast<int>(threadIdx.x) & (tpr - 1);
-  const int parts_log2 = kSharedRows ? a.output_parts_log2 : 0;
+  const int parts_log2 = kSharedRows || kSplitRows ? a.output_parts_log2 : 0;
   const int64_t row = kFixed ? static_cast<int64_t>(blockIdx.x >> parts_log2)
                              : static_cast<int64_t>(blockIdx.x >> parts_log2) * a.rows_per_block +
                                    (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
-  const int part = kSharedRows ? static_cast<int>(blockIdx.x) & ((1 << parts_log2) - 1) : 0;
+  const int part = static_cast<int>(blockIdx.x) & ((1 << parts_log2) - 1);  // cluster rank
+  const int t = kSplitRows ? part * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)
+                           : static_cast<int>(threadIdx.x) & (tpr - 1);
   const int share = t << parts_log2;  // its part is share / tpr, uniform per warp
   const bool writes_outputs =
       !kSharedRows || (kFixed ? static_cast<int>(static_cast<unsigned>(share) / kThreadsPerRow)
                               : share >> a.threads_per_row_log2) == part;
 
+  if constexpr (kSplitRows) {  // every block's mailboxes ready before any peer sends
+    if (threadIdx.x == 0) {
+      mailbox_init(&gathers[0]);
+      mailbox_init(&gathers[1]);
+      mailbox_publish_init();
+    }
+    cluster_barrier();
+  }
   wait_for_prior_grids();
   // The next grid may launch now, or after this thread's writes (NormConfig::trigger_after_writes).
   if (!a.trigger_after_writes) allow_dependent_grids();
+  // How reduction k (scratch[k]; those of two values use 0) publishes its threads' values.
+  auto publish = [&](int k) {
+    if constexpr (kSplitRows) {
+      return ClusterGather{&gathers[k], t, 1 << parts_log2};
+    } else {
+      return BlockPublish{};
+    }
+  };
   auto reduce = [&](float v, int k) {
-    return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k]);
+    return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k], publish(k));
   };
   // fp8 output only (RMSNorm, whose sum used scratch[0]), where y is formed again for the codes.
-  auto reduce_max = [&](float v) { return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}); };
+  auto reduce_max = [&](float v) {
+    return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}, publish(1));
+  };
   // fp8 output with a dynamic scale: its sum of squares and max|h * w| in one reduction.
   auto reduce_sum_max = [&](float v, float m) {
-    return row_sum_max<K::kWarp, K::kMaxWarpsPerRow>(v, m, tpr, scratch[0], scratch[1]);
+    return row_sum_max<K::kWarp, K::kMaxWarpsPerRow>(v, m, tpr, scratch[0], scratch[1],
+                                                     publish(0));
   };
   // LayerNorm's moments in one reduction (TreeMoments) for rows of a power-of-two number of whole
   // groups: the exact kernels' rows unless kItems is odd, and the other kernels' where
@@ -546,7 +536,7 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   // every merge's count, and no test for empty nodes remains.
   auto reduce_moments = [&](SumM2 v, int groups, float inv_n) {
     return row_moments<K::kWarp, K::kMaxWarpsPerRow, kFit != RowFit::kExact>(
-        v, tpr, groups, inv_n, scratch[0], scratch[1]);
+        v, tpr, groups, inv_n, scratch[0], scratch[1], publish(0));
   };
   constexpr bool kTreeMoments =
       K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);
@@ -578,7 +568,7 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   }
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
-                        kSharedRowsHoldAffine<K, kSharedRows>>(
+                        kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>>(
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };

@@ -45,7 +45,7 @@ struct NormKernelArgs {
   int cluster_blocks;   // cluster path: blocks per row (one cluster)
   int64_t smem_groups;  // staged path: groups of the row kept in shared memory
   int trigger_after_writes;  // registers path: NormConfig::trigger_after_writes
-  int output_parts_log2;     // registers path: log2 of NormConfig::output_parts
+  int output_parts_log2;     // registers path: log2 of NormConfig::output_parts (or split_blocks)
 };
 
 template <NormKind kKind_, bool kAdd_, typename TX_, typename TW_, typename TR_, int kLoad_,
@@ -86,6 +86,10 @@ struct NormTraits {
   // every form but the fused add's fp8 ones, whose usual call updates the residual in place, which
   // no shared row may (each form built is some thirty kernels more).
   static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd);
+  // Exact registers kernels whose rows' threads are split over a cluster's blocks (NormConfig::
+  // split_blocks): 16-bit rows of one dtype, the decode shapes of the common models (every form,
+  // fp8 outputs too; each form built is eighteen kernels more).
+  static constexpr bool kSplitRowsBuilt = kSameDtypes && sizeof(TX_) == 2;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;

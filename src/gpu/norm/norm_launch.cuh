@@ -90,6 +90,27 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
   return norm_registers_kernel<K, RowFit::kExact, kItems, kWeightAtOutput, kSharedRows>;
 }
 
+// The exact registers kernel of kItems groups per thread with its row's threads split over a
+// cluster's blocks (NormConfig::split_blocks): the row's thread count fixed at 128, 256 or 512,
+// in the plain form where `plain` and K has it (launch_norm_kernel checks the rest).
+template <class K, int kItems>
+auto split_registers_kernel(const NormConfig& cfg, bool plain) {
+  auto fixed = [&](auto threads_tag) {
+    constexpr int kThreads = decltype(threads_tag)::value;
+    if constexpr (K::kPlainBuilt) {
+      if (plain) {
+        return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true,
+                                     false, true>;
+      }
+    }
+    return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, false, false,
+                                 true>;
+  };
+  if (cfg.threads_per_row == 128) return fixed(std::integral_constant<int, 128>{});
+  if (cfg.threads_per_row == 256) return fixed(std::integral_constant<int, 256>{});
+  return fixed(std::integral_constant<int, 512>{});
+}
+
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
 // 4, 3 and 5 (kNormOddItemCounts; what the heuristic takes; five where odd_items_built), those of
 // 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
@@ -109,6 +130,13 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
       if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
     }
     return norm_cluster_kernel<K, RowFit::kAny>;
+  }
+  if constexpr (kFull && K::kSplitRowsBuilt) {
+    if (cfg.split_blocks > 1) {
+      if (cfg.items == 1) return split_registers_kernel<K, 1>(cfg, plain);
+      if (cfg.items == 2) return split_registers_kernel<K, 2>(cfg, plain);
+      return split_registers_kernel<K, 4>(cfg, plain);
+    }
   }
   if constexpr (kFull && K::kSharedRowsBuilt) {
     // Rows shared among blocks (NormConfig::output_parts): exact rows of one, two or four groups
@@ -191,7 +219,24 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         "power of two up to " +
         std::to_string(kNormMaxOutputParts));
   }
-  const int parts = cfg.output_parts;
+  const int split = cfg.split_blocks;
+  const bool split_threads_built = cfg.threads_per_row == 128 || cfg.threads_per_row == 256 ||
+                                   cfg.threads_per_row == 512;
+  if (split != 1 &&
+      (!K::kSplitRowsBuilt || cfg.path != Path::kRegisters || cfg.rows_per_block != 1 ||
+       fit != RowFit::kExact || (cfg.items != 1 && cfg.items != 2 && cfg.items != 4) ||
+       cfg.weight_at_output || cfg.output_parts != 1 || split > kNormMaxSplitBlocks ||
+       (split & (split - 1)) != 0 || split > info.max_cluster_blocks || !split_threads_built ||
+       cfg.block_threads * split != cfg.threads_per_row || cfg.block_threads < info.warp_size)) {
+    return Status::runtime_error(
+        "norm: split_blocks " + std::to_string(split) +
+        " needs 16-bit tensors of one dtype, a GPU with clusters that large, and the registers "
+        "path with one row of 128, 256 or 512 threads covered exactly by 1, 2 or 4 whole groups "
+        "per thread, split into blocks of at least a warp, with the weight beside the row and no "
+        "output parts, up to " +
+        std::to_string(kNormMaxSplitBlocks) + " blocks");
+  }
+  const int parts = cfg.output_parts * split;
   const int64_t groups = a.cols / K::kGroup;
   const bool power_of_two_rows =
       a.cols % K::kGroup == 0 && groups > 0 && (groups & (groups - 1)) == 0;
@@ -261,8 +306,8 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
                 : (rows + rows_per_block - 1) / rows_per_block * parts;
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
-    const ErrorCode e =
-        launch_clustered(kernel, grid, block, smem, stream, pdl, cluster_blocks, part);
+    const ErrorCode e = launch_clustered(kernel, grid, block, smem, stream, pdl,
+                                         cluster ? cluster_blocks : split, part);
     if (e != kSuccess) return status_from("norm: kernel launch", e);
   }
   return Status();

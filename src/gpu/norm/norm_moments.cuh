@@ -1,0 +1,56 @@
+// LayerNorm's statistics policies for finish_row (norm_kernel.cuh): how a row's mean and centred
+// squares are reduced on the registers path (one reduction of (sum, m2) pairs over the row's tree,
+// or two) and on the cluster path (each block's slice centred on its own mean, combined in one
+// exchange). Kept apart from the kernels so that the reduction orders, which decide the bits,
+// can be read in one place.
+#pragma once
+
+#include "gpu/common/reduce.cuh"
+#include "gpu/platform.h"
+
+namespace fusekit::gpu {
+
+// LayerNorm's statistics. By default (the registers path) the row's mean comes from one reduction
+// and its squares, centred on that mean, from a second. A policy with kUsed (SliceMoments: the
+// cluster path, whose every reduction is an exchange between blocks) instead has each slice of the
+// row centre its squares on its own mean, slice_centre, so that both sums are block-local
+// (slice_total(v, k)), and combine(slice_sum, slice_squares, &mean, &total) gives the row's mean
+// and centred squares from every slice's pair in one exchange.
+struct NoSliceMoments {
+  static constexpr bool kUsed = false;
+  static constexpr bool kTree = false;
+};
+
+template <class SliceTotal, class Combine>
+struct SliceMoments {
+  static constexpr bool kUsed = true;
+  static constexpr bool kTree = false;
+  int slice_elems;  // elements of the row in this block's slice
+  SliceTotal slice_total;
+  Combine combine;
+};
+
+// The registers path's for rows of a power-of-two number of whole groups (norm_registers_kernel
+// says which kernels take them): each group's sum and squares about its mean (two passes over
+// registers), merged over the row's tree in one reduction, `reduce(v, groups, inv_n)`
+// (row_moments: the thread's merged groups in, the row's out), where the default takes two, the
+// mean's and then the squares' about it: one barrier and one chain of shuffles fewer, which is
+// what a short call waits on. Other rows take the default: their trees have nodes of unequal
+// counts, whose merges would each need a division.
+template <class ReduceMoments, bool kEmpty>
+struct TreeMoments {
+  static constexpr bool kUsed = false;
+  static constexpr bool kTree = true;
+  static constexpr bool kEmptyNodes = kEmpty;  // row_moments' (exact rows have none)
+  int groups;    // the row's, a power of two
+  int tpr_log2;  // log2 of the row's threads
+  ReduceMoments reduce;
+};
+
+// The mean that a slice of `elems` elements summing to `sum` centres its squares on; every block
+// computes each slice's the same way (hence the same bits).
+FUSEKIT_DEVICE float slice_centre(float sum, int elems) {
+  return elems > 0 ? sum / static_cast<float>(elems) : 0.0f;
+}
+
+}  // namespace fusekit::gpu

@@ -1,0 +1,211 @@
+// Rows whose threads are split over the blocks of a thread-block cluster
+// (NormConfig::split_blocks).
+//
+// Each block loads, reduces and writes only its own threads' groups and gathers the other blocks'
+// per-thread values before each fold, so a split launch must give the bits of the same row on one
+// block: every output (y or fp8 codes, the residual sum, rstd, mean, a dynamic scale), in place
+// and out of place, for every form that has these kernels (16-bit tensors of one dtype). Launches
+// the kernels cannot take are refused with a message and write nothing.
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/norm/norm_gpu.h"
+#include "gtest/gtest.h"
+#include "norm/norm_problem.h"
+#include "test_support.h"
+
+namespace fusekit::testing {
+namespace {
+
+// One case: the form and the tensors' layout.
+struct SplitForm {
+  bool layer;
+  bool add;
+  bool fp8;      // RMSNorm only
+  bool dynamic;  // fp8: a dynamic scale, else a static one
+};
+
+std::string form_name(const SplitForm& f) {
+  std::string s = f.layer ? "layer" : "rms";
+  if (f.add) s += "+add";
+  if (f.fp8) s += f.dynamic ? " fp8 dynamic" : " fp8 static";
+  return s;
+}
+
+// The inputs and outputs of one launch, made afresh from `seed` each time (an in-place launch
+// overwrites its inputs), and every output's bits after the launch.
+class SplitRun {
+ public:
+  SplitRun(const SplitForm& f, DType dtype, int64_t m, int64_t n, bool in_place, bool stats,
+           uint32_t seed)
+      : x_(Backend::kGPU, dtype, m, n), r_(Backend::kGPU, dtype, m, n),
+        w_(Backend::kGPU, dtype, 1, n), b_(Backend::kGPU, dtype, 1, n),
+        out_(Backend::kGPU, f.fp8 ? DType::kFloat8E4M3FN : dtype, m, n),
+        r_out_(Backend::kGPU, dtype, m, n), rstd_(Backend::kGPU, DType::kFloat32, 1, m),
+        mean_(Backend::kGPU, DType::kFloat32, 1, m), scale_(Backend::kGPU, DType::kFloat32, 1, m),
+        static_scale_(Backend::kGPU, DType::kFloat32, 1, 1) {
+    std::mt19937 rng(seed);
+    for (RowBuffer* in : {&x_, &r_, &w_, &b_}) {
+      in->fill_random(rng);
+      in->upload();
+    }
+    for (RowBuffer* o : {&out_, &r_out_, &rstd_, &mean_, &scale_}) {
+      o->poison();
+      o->upload();
+    }
+    static_scale_.set(0, 0, 0.0123);
+    static_scale_.upload();
+    p_.kind = f.layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
+    p_.add_residual = f.add;
+    p_.rows = m;
+    p_.cols = n;
+    p_.x_dtype = p_.weight_dtype = p_.residual_dtype = dtype;
+    p_.x = x_.data();
+    p_.x_stride = n;
+    p_.residual = r_.data();
+    p_.residual_stride = n;
+    p_.weight = w_.data();
+    p_.bias = f.layer ? b_.data() : nullptr;
+    p_.eps = 1e-5f;
+    p_.weight_offset = -0.0f;  // a zero offset, as the API passes it
+    p_.device = Device::gpu(0);
+    // In place: out is x (fp8: codes cannot overwrite x), residual_out is residual.
+    const bool out_in_place = in_place && !f.fp8;
+    p_.out = out_in_place ? x_.data() : out_.data();
+    p_.out_stride = n;
+    p_.residual_out = in_place ? r_.data() : r_out_.data();
+    p_.residual_out_stride = n;
+    p_.rstd = stats ? static_cast<float*>(rstd_.data()) : nullptr;
+    p_.mean = stats && f.layer ? static_cast<float*>(mean_.data()) : nullptr;
+    if (f.fp8) {
+      p_.out_fp8 = true;
+      p_.out_fp8_format = Fp8Format::kE4M3FN;
+      p_.dynamic_scale = f.dynamic ? static_cast<float*>(scale_.data()) : nullptr;
+      p_.static_scale = f.dynamic ? nullptr : static_cast<const float*>(static_scale_.data());
+    }
+    outputs_ = {out_in_place ? &x_ : &out_, in_place ? &r_ : &r_out_, &rstd_, &mean_, &scale_};
+  }
+
+  const detail::NormProblem& problem() const { return p_; }
+
+  // Every output buffer's bits (whole storage, so untouched poison counts too).
+  std::vector<uint8_t> bits() {
+    std::vector<uint8_t> all;
+    for (RowBuffer* o : outputs_) {
+      o->download();
+      const std::vector<uint8_t> s = o->snapshot();
+      all.insert(all.end(), s.begin(), s.end());
+    }
+    return all;
+  }
+
+ private:
+  RowBuffer x_, r_, w_, b_, out_, r_out_, rstd_, mean_, scale_, static_scale_;
+  detail::NormProblem p_;
+  std::vector<RowBuffer*> outputs_;
+};
+
+TEST(NormLaunchShapes, SplitRowsGiveTheBitsOfOneBlockARow) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const int64_t m = 3;
+  const std::vector<SplitForm> forms = {
+      {false, false, false, false}, {false, true, false, false}, {true, false, false, false},
+      {true, true, false, false},   {false, false, true, true},  {false, false, true, false},
+      {false, true, true, true},    {false, true, true, false}};
+  int split_launches = 0;
+  for (const SplitForm& f : forms) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      for (int64_t n : {2048, 4096, 8192, 16384}) {
+        for (const bool in_place : {false, true}) {
+          for (const bool stats : {false, true}) {
+            const uint32_t seed = static_cast<uint32_t>(n) + (in_place ? 1 : 0);
+            std::vector<uint8_t> reference;
+            for (int threads : {128, 256, 512}) {
+              SplitRun probe(f, dtype, m, n, in_place, stats, seed);
+              gpu::NormShape shape;
+              ASSERT_TRUE(gpu::norm_shape_of(probe.problem(), &shape).ok());
+              if (shape.max_cluster_blocks < 2) GTEST_SKIP() << "no thread-block clusters";
+              ASSERT_TRUE(shape.split_rows_built);
+              const int64_t groups = n / shape.group_elems;
+              const int64_t items = groups / threads;
+              if (items != 1 && items != 2 && items != 4) continue;
+              gpu::NormConfig one_block;
+              ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
+                                                threads, static_cast<int>(items), &one_block));
+              std::vector<gpu::NormConfig> variants = {one_block};
+              for (int blocks = 2; blocks <= gpu::kNormMaxSplitBlocks; blocks *= 2) {
+                for (const bool late : {false, true}) {
+                  gpu::NormConfig split = one_block;
+                  split.trigger_after_writes = late;
+                  if (gpu::split_norm_rows(shape, blocks, &split)) variants.push_back(split);
+                }
+              }
+              for (gpu::NormConfig variant : variants) {
+                variant.plain = !stats;
+                SCOPED_TRACE(form_name(f) + " " + dtype_name(dtype) + " N=" + std::to_string(n) +
+                             (in_place ? " in place " : " apart ") +
+                             (stats ? "stats " : "") + variant.to_string());
+                SplitRun run(f, dtype, m, n, in_place, stats, seed);
+                gpu::NormLaunchOverrides overrides;
+                overrides.config = &variant;
+                ASSERT_TRUE(gpu::run_norm_gpu_with(run.problem(), nullptr, overrides).ok());
+                ASSERT_TRUE(gpu_synchronize(0).ok());
+                const std::vector<uint8_t> bits = run.bits();
+                if (reference.empty()) {
+                  reference = bits;
+                } else {
+                  ASSERT_EQ(bits, reference);
+                }
+                split_launches += variant.split_blocks > 1 ? 1 : 0;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(split_launches, 0);
+}
+
+// Forms without these kernels (float32 rows), more blocks than a portable cluster, and blocks of
+// less than a warp are refused with a message, and nothing is written.
+TEST(NormLaunchShapes, SplitRowsAreRefusedWhereNoKernelTakesThem) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const SplitForm add = {false, true, false, false};
+  struct Refused {
+    DType dtype;
+    int threads;
+    int blocks;
+  };
+  for (const Refused& c : {Refused{DType::kFloat32, 256, 2}, Refused{DType::kBFloat16, 128, 16},
+                           Refused{DType::kBFloat16, 128, 8}}) {
+    const int64_t m = 2;
+    const int64_t n = 256 * 16 / static_cast<int64_t>(dtype_size(c.dtype));  // 256 groups
+    SplitRun run(add, c.dtype, m, n, true, true, 5);
+    const std::vector<uint8_t> before = run.bits();
+    gpu::NormShape shape;
+    ASSERT_TRUE(gpu::norm_shape_of(run.problem(), &shape).ok());
+    if (shape.max_cluster_blocks < 2) GTEST_SKIP() << "no thread-block clusters";
+    gpu::NormConfig config;
+    ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, c.threads,
+                                      256 / c.threads, &config));
+    EXPECT_FALSE(gpu::split_norm_rows(shape, c.blocks, &config));
+    config.split_blocks = c.blocks;
+    config.block_threads = c.threads / c.blocks;
+    SCOPED_TRACE(config.to_string() + " " + dtype_name(c.dtype));
+    gpu::NormLaunchOverrides overrides;
+    overrides.config = &config;
+    const Status s = gpu::run_norm_gpu_with(run.problem(), nullptr, overrides);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("split_blocks"), std::string::npos) << s.message();
+    ASSERT_TRUE(gpu_synchronize(0).ok());
+    EXPECT_EQ(run.bits(), before) << "an output was written";
+  }
+}
+
+}  // namespace
+}  // namespace fusekit::testing
