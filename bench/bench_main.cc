@@ -47,6 +47,7 @@ const char kUsage[] =
     "  --flush read|write GPU: empty the L2 before cold runs by reading (default; leaves clean\n"
     "                     lines) or by a memset (triton do_bench; leaves dirty lines)\n"
     "  --sweep            GPU: also time alternative launch configurations\n"
+    "  --sweep-only WORD  with --sweep: only those whose label contains WORD (and the chosen one)\n"
     "  --cpu              time the CPU backend even when a GPU is present\n"
     "  --json PATH        write all results as JSON\n"
     "  --commit SHA       recorded in the JSON (default: $FUSEKIT_COMMIT, else unknown)\n";
@@ -92,6 +93,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->cpu = true;
     } else if (a == "--sweep") {
       o->run.sweep = true;
+    } else if (a == "--sweep-only") {
+      ok = next(&o->run.sweep_only) && !o->run.sweep_only.empty();
     } else if (a == "--shapes") {
       ok = next(&o->plan.path);
     } else if (a == "--ops") {

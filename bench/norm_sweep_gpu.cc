@@ -162,6 +162,7 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       }
       NormConfig late = k;
       late.weight_at_output = true;
+      late.output_parts = 1;  // the held weight is what shared rows need (norm_rows_shareable)
       add(late);
     }
   }
@@ -176,6 +177,14 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       NormConfig shared = configs[i];
       shared.output_parts = parts;
       add(shared);
+    }
+  }
+  // And each of those registers configs (one row per block, both triggers) with the row's threads
+  // split over 2, 4 and 8 blocks of a cluster (NormConfig::split_blocks), in place too.
+  for (std::size_t i = 0; i < with_twins; ++i) {
+    for (int blocks = 2; blocks <= gpu::kNormMaxSplitBlocks; blocks *= 2) {
+      NormConfig split = configs[i];
+      if (gpu::split_norm_rows(shape, blocks, &split)) add(split);
     }
   }
 

@@ -197,6 +197,11 @@ int run_gpu(const RunOptions& o, const Plan& plan, Env* env, std::vector<Row>* r
       s = op.sweep(op, ws.args, g, &variants);
       if (!s.ok()) return fail(name + ": sweep variants", s);
       for (const SweepVariant& v : variants) {
+        const bool starred =
+            v.label.size() >= 2 && v.label.compare(v.label.size() - 2, 2, " *") == 0;
+        if (!o.sweep_only.empty() && !starred && v.label.find(o.sweep_only) == std::string::npos) {
+          continue;
+        }
         SweepResult sr;
         sr.label = v.label;
         s = time_gpu_call(*timer, v.call, c, ws, *pool, o.gpu_runs, nullptr, &sr);

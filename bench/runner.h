@@ -4,6 +4,7 @@
 // reports numbers for work that never ran); bench_main.cc picks the mode and prints the rows.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "gpu_timer.h"
@@ -14,6 +15,9 @@ namespace fusekit::bench {
 
 struct RunOptions {
   bool sweep = false;  // also time the ops' sweep variants
+  // When not empty, --sweep times only the variants whose label contains it, beside the
+  // heuristic's own (labels ending in " *"), for a quick look at one kind of launch.
+  std::string sweep_only;
   int gpu_runs = 50;   // at least this many cold-L2 runs per case
   FlushMode flush = FlushMode::kRead;  // how cold-L2 runs empty the L2 (gpu_timer.h)
 };
