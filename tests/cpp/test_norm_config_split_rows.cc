@@ -1,0 +1,172 @@
+// The norm launch heuristic's split rows (NormConfig::split_blocks; plain C++, no GPU needed):
+// which decode-size calls take them and in what shape, and that every split it picks is one the
+// kernels take (split_norm_rows; launch_norm_kernel refuses the rest).
+#include <cstdint>
+#include <string>
+
+#include "gpu/norm/norm_config.h"
+#include "gtest/gtest.h"
+
+namespace fusekit::gpu {
+namespace {
+
+// bf16 tensors of one dtype, whole aligned groups, 132 SMs with portable clusters (an H100).
+NormShape decode_shape(bool layer, bool add, bool fp8, bool apart) {
+  NormShape s;
+  s.max_cluster_blocks = 8;
+  s.max_smem_bytes = 227 * 1024;
+  s.whole_groups = true;
+  s.split_rows_built = true;
+  s.layer = layer;
+  s.adds_residual = add;
+  s.fp8_output = fp8;
+  s.outputs_apart = apart;
+  s.plain_form = !fp8;
+  s.min_blocks_per_sm = add && !layer ? 1 : 2;
+  return s;
+}
+
+TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
+  struct Case {
+    bool layer, add, fp8, apart;
+    int64_t cols, rows;
+    int split, threads_per_row, items;  // split 1: not split
+    bool trigger_late;
+  };
+  const Case cases[] = {
+      // The fused add in place: two groups per thread in 4 blocks of at most 256 groups, four
+      // at N = 16384 in 8; up to half as many rows as SMs.
+      {false, true, false, false, 2048, 1, 4, 128, 2, false},
+      {false, true, false, false, 4096, 1, 4, 256, 2, false},
+      {false, true, false, false, 8192, 1, 4, 512, 2, false},
+      {false, true, false, false, 16384, 1, 8, 512, 4, false},
+      {false, true, false, false, 4096, 66, 4, 256, 2, false},
+      {false, true, false, false, 16384, 66, 8, 512, 4, false},
+      {false, true, false, false, 4096, 67, 1, 0, 0, false},
+      {false, true, false, false, 8192, 96, 1, 0, 0, false},
+      // ... and at N = 16384 up to a row per SM, in 4 blocks, the trigger after the writes.
+      {false, true, false, false, 16384, 96, 4, 512, 4, true},
+      {false, true, false, false, 16384, 132, 4, 512, 4, true},
+      {false, true, false, false, 16384, 133, 1, 0, 0, false},
+      // Apart too, where the outputs could be shared instead.
+      {false, true, false, true, 8192, 1, 4, 512, 2, false},
+      {false, true, false, true, 16384, 32, 8, 512, 4, false},
+      // LayerNorm alone and with the add.
+      {true, false, false, true, 8192, 1, 4, 512, 2, false},
+      {true, true, false, true, 4096, 1, 4, 256, 2, false},
+      {true, true, false, false, 8192, 32, 4, 512, 2, false},
+      {true, true, false, false, 16384, 96, 1, 0, 0, false},
+      // RMSNorm alone keeps its shared outputs below N = 16384.
+      {false, false, false, true, 4096, 1, 1, 0, 0, false},
+      {false, false, false, true, 8192, 32, 1, 0, 0, false},
+      {false, false, false, true, 16384, 1, 8, 512, 4, false},
+      // The fp8 outputs, alone and with the add, at small grids only.
+      {false, false, true, true, 8192, 1, 4, 512, 2, false},
+      {false, true, true, true, 4096, 1, 4, 256, 2, false},
+      {false, true, true, true, 16384, 1, 8, 512, 4, false},
+      {false, true, true, true, 16384, 96, 1, 0, 0, false},
+      // Rows that no split kernel covers exactly: a group count not a power of two, and fewer
+      // than 128 threads' worth of pairs.
+      {false, true, false, false, 5120, 1, 1, 0, 0, false},
+      {false, true, false, false, 1024, 1, 1, 0, 0, false},
+  };
+  for (const Case& k : cases) {
+    NormShape s = decode_shape(k.layer, k.add, k.fp8, k.apart);
+    s.cols = k.cols;
+    s.rows = k.rows;
+    const NormConfig c = choose_norm_config(s);
+    SCOPED_TRACE(std::string(k.layer ? "layer" : "rms") + (k.add ? "+add" : "") +
+                 (k.fp8 ? " fp8" : "") + (k.apart ? " apart" : " in place") +
+                 " n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
+                 c.to_string());
+    ASSERT_EQ(c.path, NormConfig::Path::kRegisters);
+    EXPECT_EQ(c.split_blocks, k.split);
+    if (k.split == 1) continue;
+    EXPECT_EQ(c.threads_per_row, k.threads_per_row);
+    EXPECT_EQ(c.items, k.items);
+    EXPECT_EQ(c.block_threads * c.split_blocks, c.threads_per_row);
+    EXPECT_EQ(c.rows_per_block, 1);
+    EXPECT_EQ(c.output_parts, 1);
+    EXPECT_FALSE(c.weight_at_output);
+    EXPECT_EQ(c.trigger_after_writes, k.trigger_late);
+    EXPECT_EQ(c.plain, s.plain_form);
+  }
+}
+
+// Where the GPU's clusters are smaller the split takes fewer blocks; without clusters, without
+// the kernels (float32 or mixed dtypes), without whole aligned groups, or at wave 64 with blocks
+// under a wave, rows are not split.
+TEST(NormConfig, SplitRowsNeedTheirKernelsAndClusters) {
+  const NormShape add = decode_shape(false, true, false, false);
+  auto split_of = [](NormShape s, int64_t cols) {
+    s.cols = cols;
+    s.rows = 1;
+    return choose_norm_config(s).split_blocks;
+  };
+  NormShape four = add;
+  four.max_cluster_blocks = 4;
+  EXPECT_EQ(split_of(four, 16384), 4);
+  NormShape none = add;
+  none.max_cluster_blocks = 1;
+  EXPECT_EQ(split_of(none, 16384), 1);
+  NormShape not_built = add;
+  not_built.split_rows_built = false;
+  EXPECT_EQ(split_of(not_built, 8192), 1);
+  NormShape unaligned = add;
+  unaligned.whole_groups = false;
+  EXPECT_EQ(split_of(unaligned, 8192), 1);
+  NormShape wave64 = add;
+  wave64.warp_size = 64;
+  EXPECT_EQ(split_of(wave64, 4096), 4);  // 4 blocks of 64 threads
+  EXPECT_EQ(split_of(wave64, 2048), 2);  // 2 of 64 rather than 4 of 32
+}
+
+// Every split the heuristic picks, over forms, sizes, batches, warp and cluster sizes, is one
+// split_norm_rows makes from the same row on one block, and so one the kernels take.
+TEST(NormConfig, EverySplitIsOneTheKernelsTake) {
+  int splits = 0;
+  for (const bool layer : {false, true}) {
+    for (const bool add : {false, true}) {
+      for (const bool fp8 : {false, true}) {
+        if (fp8 && layer) continue;
+        for (const bool apart : {false, true}) {
+          for (int warp : {32, 64}) {
+            for (int clusters : {1, 2, 8, 16}) {
+              for (int64_t cols = 8; cols <= 32768; cols *= 2) {
+                for (int64_t rows : {1, 7, 33, 66, 67, 100, 132, 133, 256, 4096}) {
+                  NormShape s = decode_shape(layer, add, fp8, apart);
+                  s.warp_size = warp;
+                  s.max_cluster_blocks = clusters;
+                  s.cols = cols;
+                  s.rows = rows;
+                  const NormConfig c = choose_norm_config(s);
+                  if (c.split_blocks == 1) continue;
+                  SCOPED_TRACE("n=" + std::to_string(cols) + " m=" + std::to_string(rows) +
+                               " warp=" + std::to_string(warp) + " clusters=" +
+                               std::to_string(clusters) + " " + c.to_string());
+                  ++splits;
+                  ASSERT_LE(rows, s.sm_count);
+                  NormConfig one_block;
+                  ASSERT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters,
+                                               c.threads_per_row, c.items, &one_block));
+                  one_block.plain = c.plain;
+                  one_block.trigger_after_writes = c.trigger_after_writes;
+                  NormConfig remade = one_block;
+                  ASSERT_TRUE(split_norm_rows(s, c.split_blocks, &remade));
+                  EXPECT_EQ(remade.to_string(), c.to_string());
+                  EXPECT_EQ(remade.block_threads, c.block_threads);
+                  EXPECT_LE(c.split_blocks, clusters);
+                  EXPECT_GE(c.block_threads, warp);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(splits, 0);
+}
+
+}  // namespace
+}  // namespace fusekit::gpu
