@@ -436,6 +436,17 @@ FUSEKIT_HOST_DEVICE constexpr bool clusters_compiled() {
 #endif
 }
 
+// Whether the platform has thread-block clusters at all (CUDA, whose sm_90+ GPUs run them), the
+// same in host and device code: it may decide which kernels are instantiated, where
+// clusters_compiled() may only empty them.
+constexpr bool platform_has_clusters() {
+#if FUSEKIT_PLATFORM_HIP
+  return false;
+#else
+  return true;
+#endif
+}
+
 #if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define FUSEKIT_CLUSTER_DEVICE_CODE 1
 #endif

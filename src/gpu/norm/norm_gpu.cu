@@ -61,7 +61,7 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
                  norm_plain_call(p.weight != nullptr, p.weight_offset, p.weight_after_cast,
                                  p.rstd != nullptr || p.mean != nullptr);
   // What NormTraits::kSplitRowsBuilt decides.
-  s.split_rows_built = one_dtype && dtype_size(p.x_dtype) == 2;
+  s.split_rows_built = platform_has_clusters() && one_dtype && dtype_size(p.x_dtype) == 2;
   s.min_blocks_per_sm = norm_min_blocks_per_sm(
       p.add_residual, p.kind == detail::NormKind::kLayer,
       dtype_size(p.weight_dtype) == dtype_size(p.x_dtype), one_dtype, p.x_dtype == DType::kFloat16);

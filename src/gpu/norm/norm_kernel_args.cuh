@@ -88,8 +88,9 @@ struct NormTraits {
   static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd);
   // Exact registers kernels whose rows' threads are split over a cluster's blocks (NormConfig::
   // split_blocks): 16-bit rows of one dtype, the decode shapes of the common models (every form,
-  // fp8 outputs too; each form built is eighteen kernels more).
-  static constexpr bool kSplitRowsBuilt = kSameDtypes && sizeof(TX_) == 2;
+  // fp8 outputs too; each form built is eighteen kernels more), where the platform has clusters.
+  static constexpr bool kSplitRowsBuilt =
+      platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;
