@@ -13,6 +13,7 @@
 #include "gpu/norm/norm_gpu.h"
 #include "gtest/gtest.h"
 #include "norm_cases.h"
+#include "norm_launch_inputs.h"
 #include "norm/norm_problem.h"
 
 namespace fusekit::testing {
@@ -108,42 +109,6 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(backend_name(std::get<0>(info.param))) + "_" +
              norm_op_name(std::get<1>(info.param));
     });
-
-// Random GPU inputs for an M x N problem (x, residual, weight, bias) and a NormProblem over
-// them; outputs are set by the caller.
-struct LaunchShapeInputs {
-  LaunchShapeInputs(bool layer, bool add, DType dtype, int64_t m, int64_t n, uint32_t seed)
-      : x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n),
-        w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n) {
-    std::mt19937 rng(seed);
-    for (RowBuffer* in : {&x, &r, &w, &b}) {
-      in->fill_random(rng);
-      if (in == &w) {
-        // Zero weights of both signs: y = v * w keeps the sign, which a kernel that added a zero
-        // offset as +0 would lose (OutputForm::kPlain skips the add).
-        w.set(0, 0, -0.0);
-        if (n > 1) w.set(0, n - 1, 0.0);
-      }
-      in->upload();
-    }
-    p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
-    p.add_residual = add;
-    p.rows = m;
-    p.cols = n;
-    p.x_dtype = p.weight_dtype = p.residual_dtype = dtype;
-    p.x = x.data();
-    p.x_stride = n;
-    p.residual = r.data();
-    p.residual_stride = n;
-    p.weight = w.data();
-    p.bias = layer ? b.data() : nullptr;
-    p.eps = 1e-5f;
-    p.weight_offset = -0.0f;  // a zero offset, as the API passes it (norm_api.cc)
-    p.device = Device::gpu(0);
-  }
-  RowBuffer x, r, w, b;
-  detail::NormProblem p;
-};
 
 // The registers path sums in one order for every power-of-two number of groups per thread, and
 // for three and five (kNormOddItemCounts) where those cover the row exactly, which is what lets

@@ -7,13 +7,13 @@
 // and out of place, for every form that has these kernels (16-bit tensors of one dtype). Launches
 // the kernels cannot take are refused with a message and write nothing.
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gpu/norm/norm_gpu.h"
 #include "gtest/gtest.h"
 #include "norm/norm_problem.h"
+#include "norm_launch_inputs.h"
 #include "test_support.h"
 
 namespace fusekit::testing {
@@ -40,55 +40,37 @@ class SplitRun {
  public:
   SplitRun(const SplitForm& f, DType dtype, int64_t m, int64_t n, bool in_place, bool stats,
            uint32_t seed)
-      : x_(Backend::kGPU, dtype, m, n), r_(Backend::kGPU, dtype, m, n),
-        w_(Backend::kGPU, dtype, 1, n), b_(Backend::kGPU, dtype, 1, n),
+      : in_(f.layer, f.add, dtype, m, n, seed),
         out_(Backend::kGPU, f.fp8 ? DType::kFloat8E4M3FN : dtype, m, n),
         r_out_(Backend::kGPU, dtype, m, n), rstd_(Backend::kGPU, DType::kFloat32, 1, m),
         mean_(Backend::kGPU, DType::kFloat32, 1, m), scale_(Backend::kGPU, DType::kFloat32, 1, m),
         static_scale_(Backend::kGPU, DType::kFloat32, 1, 1) {
-    std::mt19937 rng(seed);
-    for (RowBuffer* in : {&x_, &r_, &w_, &b_}) {
-      in->fill_random(rng);
-      in->upload();
-    }
     for (RowBuffer* o : {&out_, &r_out_, &rstd_, &mean_, &scale_}) {
       o->poison();
       o->upload();
     }
     static_scale_.set(0, 0, 0.0123);
     static_scale_.upload();
-    p_.kind = f.layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
-    p_.add_residual = f.add;
-    p_.rows = m;
-    p_.cols = n;
-    p_.x_dtype = p_.weight_dtype = p_.residual_dtype = dtype;
-    p_.x = x_.data();
-    p_.x_stride = n;
-    p_.residual = r_.data();
-    p_.residual_stride = n;
-    p_.weight = w_.data();
-    p_.bias = f.layer ? b_.data() : nullptr;
-    p_.eps = 1e-5f;
-    p_.weight_offset = -0.0f;  // a zero offset, as the API passes it
-    p_.device = Device::gpu(0);
+    detail::NormProblem& p = in_.p;
     // In place: out is x (fp8: codes cannot overwrite x), residual_out is residual.
     const bool out_in_place = in_place && !f.fp8;
-    p_.out = out_in_place ? x_.data() : out_.data();
-    p_.out_stride = n;
-    p_.residual_out = in_place ? r_.data() : r_out_.data();
-    p_.residual_out_stride = n;
-    p_.rstd = stats ? static_cast<float*>(rstd_.data()) : nullptr;
-    p_.mean = stats && f.layer ? static_cast<float*>(mean_.data()) : nullptr;
+    p.out = out_in_place ? in_.x.data() : out_.data();
+    p.out_stride = n;
+    p.residual_out = in_place ? in_.r.data() : r_out_.data();
+    p.residual_out_stride = n;
+    p.rstd = stats ? static_cast<float*>(rstd_.data()) : nullptr;
+    p.mean = stats && f.layer ? static_cast<float*>(mean_.data()) : nullptr;
     if (f.fp8) {
-      p_.out_fp8 = true;
-      p_.out_fp8_format = Fp8Format::kE4M3FN;
-      p_.dynamic_scale = f.dynamic ? static_cast<float*>(scale_.data()) : nullptr;
-      p_.static_scale = f.dynamic ? nullptr : static_cast<const float*>(static_scale_.data());
+      p.out_fp8 = true;
+      p.out_fp8_format = Fp8Format::kE4M3FN;
+      p.dynamic_scale = f.dynamic ? static_cast<float*>(scale_.data()) : nullptr;
+      p.static_scale = f.dynamic ? nullptr : static_cast<const float*>(static_scale_.data());
     }
-    outputs_ = {out_in_place ? &x_ : &out_, in_place ? &r_ : &r_out_, &rstd_, &mean_, &scale_};
+    outputs_ = {out_in_place ? &in_.x : &out_, in_place ? &in_.r : &r_out_, &rstd_, &mean_,
+                &scale_};
   }
 
-  const detail::NormProblem& problem() const { return p_; }
+  const detail::NormProblem& problem() const { return in_.p; }
 
   // Every output buffer's bits (whole storage, so untouched poison counts too).
   std::vector<uint8_t> bits() {
@@ -102,8 +84,8 @@ class SplitRun {
   }
 
  private:
-  RowBuffer x_, r_, w_, b_, out_, r_out_, rstd_, mean_, scale_, static_scale_;
-  detail::NormProblem p_;
+  LaunchShapeInputs in_;
+  RowBuffer out_, r_out_, rstd_, mean_, scale_, static_scale_;
   std::vector<RowBuffer*> outputs_;
 };
 

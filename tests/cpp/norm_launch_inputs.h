@@ -1,0 +1,50 @@
+// Inputs of the launch-shape tests (test_norm_invariance.cc, test_norm_split_rows.cc), which run
+// one NormProblem under several explicit NormConfigs (gpu::run_norm_gpu_with) and compare the
+// outputs' bits.
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "norm/norm_problem.h"
+#include "test_support.h"
+
+namespace fusekit::testing {
+
+// Random GPU inputs for an M x N problem (x, residual, weight, bias) and a NormProblem over
+// them; outputs are set by the caller.
+struct LaunchShapeInputs {
+  LaunchShapeInputs(bool layer, bool add, DType dtype, int64_t m, int64_t n, uint32_t seed)
+      : x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n),
+        w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n) {
+    std::mt19937 rng(seed);
+    for (RowBuffer* in : {&x, &r, &w, &b}) {
+      in->fill_random(rng);
+      if (in == &w) {
+        // Zero weights of both signs: y = v * w keeps the sign, which a kernel that added a zero
+        // offset as +0 would lose (OutputForm::kPlain skips the add).
+        w.set(0, 0, -0.0);
+        if (n > 1) w.set(0, n - 1, 0.0);
+      }
+      in->upload();
+    }
+    p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
+    p.add_residual = add;
+    p.rows = m;
+    p.cols = n;
+    p.x_dtype = p.weight_dtype = p.residual_dtype = dtype;
+    p.x = x.data();
+    p.x_stride = n;
+    p.residual = r.data();
+    p.residual_stride = n;
+    p.weight = w.data();
+    p.bias = layer ? b.data() : nullptr;
+    p.eps = 1e-5f;
+    p.weight_offset = -0.0f;  // a zero offset, as the API passes it (norm_api.cc)
+    p.device = Device::gpu(0);
+  }
+  RowBuffer x, r, w, b;
+  detail::NormProblem p;
+};
+
+}  // namespace fusekit::testing
