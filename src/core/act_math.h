@@ -115,7 +115,7 @@ struct PortableOps {
     const float e = portable_exp_neg(0.5f * xx);
     return fmaf(-0.5f * xx_err, e, e);
   }
-  FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_1_to_16(d); }
+  FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_of_normal(d); }
 };
 
 struct Fp8Ops {
@@ -133,7 +133,7 @@ struct Fp8Ops {
   FUSEKIT_HOST_DEVICE static float exp_neg_half_square(float xx, float /*xx_err*/) {
     return short_exp_neg(xx, 0.5f * kLog2e);
   }
-  FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_1_to_16(d); }
+  FUSEKIT_HOST_DEVICE static float reciprocal(float d) { return reciprocal_of_normal(d); }
 };
 
 // x * sigmoid(t) = x / (1 + e^-t), from e = e^-|t| (which cannot overflow) and one reciprocal:
@@ -153,7 +153,7 @@ struct SigmoidPair {
 };
 FUSEKIT_HOST_DEVICE SigmoidPair portable_sigmoid_pair(float t) {
   const float e = portable_exp_neg(fabsf(t));
-  const float inverse = reciprocal_1_to_16(1.0f + e);
+  const float inverse = reciprocal_of_normal(1.0f + e);
   const bool nonneg = t >= 0.0f || t != t;  // NaN: both NaN through e
   return {nonneg ? inverse : e * inverse, nonneg ? e * inverse : inverse};
 }

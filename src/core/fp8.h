@@ -141,6 +141,14 @@ FUSEKIT_HOST_DEVICE float saturate_to_float_range(float y) {
 // kernels do; the CPU backend follows the same two steps, so GPU codes match it bit for bit.
 FUSEKIT_HOST_DEVICE float fp8_inverse_scale(float scale) { return 1.0f / scale; }
 
+// The same 1 / scale for a scale made by fp8_row_scale below, which lies in
+// [1 / (fp8_max * 512), FLT_MAX / fp8_max] (or is NaN): there scale and 1 / scale are normal
+// floats, so the straight-line reciprocal gives the division's bits. A static scale is the
+// caller's and may lie anywhere: it takes fp8_inverse_scale.
+FUSEKIT_HOST_DEVICE float fp8_inverse_row_scale(float row_scale) {
+  return reciprocal_of_normal(row_scale);
+}
+
 template <class F>
 FUSEKIT_HOST_DEVICE uint8_t fp8_quantize(float y, float inverse_scale) {
   return float_to_fp8<F>(y * inverse_scale);
@@ -157,11 +165,14 @@ FUSEKIT_HOST_DEVICE uint8_t fp8_quantize(float y, float inverse_scale) {
 template <class F>
 FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound) {
   constexpr float kMinScale = 1.0f / (F::kMax * 512.0f);
-  float s = saturate_to_float_range(max_abs) / F::kMax;
-  if (s != s) return fp8_bits_float(0x7FC00000u);
-  if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;
-  if (s < kMinScale) s = kMinScale;
-  return s;
+  // max / fp8_max without the division's slow-path branch on CUDA devices. For every float max
+  // it gives the IEEE quotient, except where both are below kMinScale, which floors them to the
+  // same bits (checked for every float, both formats: bench/NOTES.md "Norm v36").
+  constexpr float kInverseMax = 1.0f / F::kMax;
+  float s = divide_by_constant(saturate_to_float_range(max_abs), F::kMax, kInverseMax);
+  if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;  // NaN: false
+  if (s < kMinScale) s = kMinScale;                                              // NaN: false
+  return s != s ? fp8_bits_float(0x7FC00000u) : s;
 }
 
 // Calls f(Fp8E4M3FN{}) or f(Fp8E4M3FNUZ{}) for a runtime format.

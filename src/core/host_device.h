@@ -5,8 +5,9 @@
 // The definitions meant for both sides (the fp8 formats in core/fp8.h, the activation math in
 // core/act_math.h) live under src/core/ and include no GPU header, so this test is about which
 // kind of compiler is running, not about CUDA versus HIP (that difference stays in
-// gpu/platform.h, which includes this header). The exceptions are reciprocal_1_to_16 and
-// max_propagating_nan below, whose CUDA forms are faster ways to the same bits.
+// gpu/platform.h, which includes this header). The exceptions are reciprocal_of_normal,
+// divide_by_constant and max_propagating_nan below, whose CUDA forms are faster ways to the same
+// bits (where their callers use them).
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIP__)
@@ -17,17 +18,19 @@
 
 namespace fusekit::detail {
 
-// 1 / d rounded to nearest even, for 1 <= d <= 16 (and NaN for NaN), the same bits on every
-// backend. The activations divide only by such numbers (1 + e^-|t| and erfc's |x| in (1, 10.5]).
+// 1 / d rounded to nearest even, for d such that d and 1 / d are normal floats (and NaN for NaN),
+// the same bits on every backend. The callers stay in that range: the activations divide by
+// 1 + e^-|t| and by erfc's |x| in (1, 10.5], the fp8 ops by a row's dynamic scale (core/fp8.h).
 // Why not just `1.0f / d` everywhere: nvcc's IEEE division checks each operand pair for the
-// ranges its fast path cannot take and branches to a slow path, and that branch, one per element,
-// keeps the compiler from interleaving the math of a thread's elements. For d in [1, 16] the fast
-// path always applies, so on CUDA devices this is that path alone, straight-line: the hardware
-// estimate refined by two Newton steps in fma, whose last rounding gives 1 / d correctly rounded
-// (checked on an H100 for every float of [1, 16] against nvcc's division, bench/NOTES.md; the
-// GPU tests compare the activations with the CPU's bit for bit, every bfloat16 gate included).
-// Elsewhere (host compilers, HIP) it is the IEEE division itself.
-FUSEKIT_HOST_DEVICE float reciprocal_1_to_16(float d) {
+// ranges its fast path cannot take and branches to a slow path, and that branch keeps the
+// compiler from interleaving the math around it (one per element in the activations; on the
+// path from a row's max to its codes in the fp8 ops). For such d the fast path always applies, so
+// on CUDA devices this is that path alone, straight-line: the hardware estimate refined by two
+// Newton steps in fma, whose last rounding gives 1 / d correctly rounded. Checked against nvcc's
+// division for every float of [1, 16] on an H100 and of a dynamic fp8 scale's range on an H200
+// (dev/check_scale_math.cu; bench/NOTES.md); the steps scale by powers of two exactly while d
+// and 1 / d stay normal. Elsewhere (host compilers, HIP) it is the IEEE division itself.
+FUSEKIT_HOST_DEVICE float reciprocal_of_normal(float d) {
 #if defined(__CUDA_ARCH__)
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
@@ -35,6 +38,20 @@ FUSEKIT_HOST_DEVICE float reciprocal_1_to_16(float d) {
   return __fmaf_rn(r, __fmaf_rn(-d, r, 1.0f), r);
 #else
   return 1.0f / d;
+#endif
+}
+
+// x / d for a constant d, given z = 1 / d rounded: the quotient estimate x * z corrected once by
+// its exact residual x - q * d (an fma). That is not the IEEE quotient for every x and d; each
+// caller names the range where it is, checked for every float. On CUDA devices it replaces the
+// division's slow-path branch with three straight-line instructions; elsewhere it is x / d.
+FUSEKIT_HOST_DEVICE float divide_by_constant(float x, float d, float z) {
+#if defined(__CUDA_ARCH__)
+  const float q = __fmul_rn(x, z);
+  return __fmaf_rn(__fmaf_rn(-q, d, x), z, q);
+#else
+  (void)z;
+  return x / d;
 #endif
 }
 

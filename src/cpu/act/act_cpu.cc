@@ -47,7 +47,7 @@ void act_rows(const ActProblem& p) {
       dispatch_fp8_format(p.format, [&](auto format_tag) {
         using F = decltype(format_tag);
         const float scale = fp8_row_scale<F>(max_abs, p.scale_upper_bound);
-        const float inverse = fp8_inverse_scale(scale);
+        const float inverse = fp8_inverse_row_scale(scale);
         for (int64_t j = 0; j < n; ++j) out[j] = fp8_quantize<F>(y[static_cast<size_t>(j)], inverse);
         p.scale[row] = scale;
       });

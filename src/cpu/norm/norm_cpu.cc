@@ -41,7 +41,7 @@ void quantize_row(const NormProblem& p, int64_t row, float* y, float static_inve
   if (p.dynamic_scale != nullptr) {
     const float scale = fp8_row_scale<F>(max_abs, p.scale_upper_bound);
     p.dynamic_scale[row] = scale;
-    inverse = fp8_inverse_scale(scale);
+    inverse = fp8_inverse_row_scale(scale);
   }
   uint8_t* out = static_cast<uint8_t*>(p.out) + row * p.out_stride;
   for (int64_t j = 0; j < n; ++j) out[j] = fp8_quantize<F>(y[j], inverse);

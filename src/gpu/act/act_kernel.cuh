@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
         }
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
-        const float inverse = detail::fp8_inverse_scale(scale);
+        const float inverse = detail::fp8_inverse_row_scale(scale);
         for (int64_t col = first_col; col < n; col += col_step) {
           float y[G];
           quant_group_values<K>(gate, up, col, n, y);
@@ -430,7 +430,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
         }
         max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
-        const float inverse = detail::fp8_inverse_scale(scale);
+        const float inverse = detail::fp8_inverse_row_scale(scale);
 #pragma unroll
         for (int i = 0; i < kItems; ++i) {
           const int col = first + i * step;
@@ -493,7 +493,7 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     float max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
     max_abs = cluster_nan_max<kWarp>(max_abs, warp_max, &mailbox, blocks, rank, kWarps, 0);
     const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
-    const float inverse = detail::fp8_inverse_scale(scale);
+    const float inverse = detail::fp8_inverse_row_scale(scale);
     uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {

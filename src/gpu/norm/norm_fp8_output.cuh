@@ -148,7 +148,7 @@ FUSEKIT_DEVICE float fp8_inverse_for_row(const NormKernelArgs& a, int64_t row, f
   if (a.dynamic_scale == nullptr) return static_scale.inverse();
   const float scale = detail::fp8_row_scale<typename K::Fp8>(max_abs, a.scale_upper_bound);
   if (writes_scale) a.dynamic_scale[row] = scale;
-  return detail::fp8_inverse_scale(scale);
+  return detail::fp8_inverse_row_scale(scale);
 }
 
 }  // namespace fusekit::gpu
