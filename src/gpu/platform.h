@@ -31,120 +31,80 @@ namespace fusekit::gpu {
 // ---------------------------------------------------------------------------------------------
 // Runtime API
 // ---------------------------------------------------------------------------------------------
+// The runtime calls of both platforms have the same names but for the prefix (cudaMalloc,
+// hipMalloc), so each wrapper is written once, through FUSEKIT_RUNTIME(Name).
 #if FUSEKIT_PLATFORM_HIP
-using StreamHandle = hipStream_t;
-using ErrorCode = hipError_t;
-constexpr ErrorCode kSuccess = hipSuccess;
+#define FUSEKIT_RUNTIME(name) hip##name
+using DeviceProperties = hipDeviceProp_t;
 constexpr const char* kBackendName = "hip";
-inline const char* error_string(ErrorCode e) { return hipGetErrorString(e); }
-inline ErrorCode get_last_error() { return hipGetLastError(); }
-inline ErrorCode get_device(int* d) { return hipGetDevice(d); }
-inline ErrorCode set_device(int d) { return hipSetDevice(d); }
-inline ErrorCode get_device_count(int* n) { return hipGetDeviceCount(n); }
-inline ErrorCode device_synchronize() { return hipDeviceSynchronize(); }
-inline ErrorCode malloc_device(void** p, size_t bytes) { return hipMalloc(p, bytes); }
-inline ErrorCode free_device(void* p) { return hipFree(p); }
-inline ErrorCode memset_async(void* p, int v, size_t bytes, StreamHandle s) {
-  return hipMemsetAsync(p, v, bytes, s);
-}
-enum class CopyDirection { kH2D = hipMemcpyHostToDevice, kD2H = hipMemcpyDeviceToHost,
-                           kD2D = hipMemcpyDeviceToDevice };
-inline ErrorCode memcpy_async(void* dst, const void* src, size_t bytes, CopyDirection dir,
-                              StreamHandle s) {
-  return hipMemcpyAsync(dst, src, bytes, static_cast<hipMemcpyKind>(dir), s);
-}
-inline ErrorCode stream_synchronize(StreamHandle s) { return hipStreamSynchronize(s); }
-inline std::string device_name(int d) {
-  hipDeviceProp_t prop;
-  return hipGetDeviceProperties(&prop, d) == hipSuccess ? std::string(prop.name) : "unknown";
-}
 #else
-using StreamHandle = cudaStream_t;
-using ErrorCode = cudaError_t;
-constexpr ErrorCode kSuccess = cudaSuccess;
+#define FUSEKIT_RUNTIME(name) cuda##name
+using DeviceProperties = cudaDeviceProp;
 constexpr const char* kBackendName = "cuda";
-inline const char* error_string(ErrorCode e) { return cudaGetErrorString(e); }
-inline ErrorCode get_last_error() { return cudaGetLastError(); }
-inline ErrorCode get_device(int* d) { return cudaGetDevice(d); }
-inline ErrorCode set_device(int d) { return cudaSetDevice(d); }
-inline ErrorCode get_device_count(int* n) { return cudaGetDeviceCount(n); }
-inline ErrorCode device_synchronize() { return cudaDeviceSynchronize(); }
-inline ErrorCode malloc_device(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
-inline ErrorCode free_device(void* p) { return cudaFree(p); }
+#endif
+using StreamHandle = FUSEKIT_RUNTIME(Stream_t);
+using ErrorCode = FUSEKIT_RUNTIME(Error_t);
+constexpr ErrorCode kSuccess = FUSEKIT_RUNTIME(Success);
+inline const char* error_string(ErrorCode e) { return FUSEKIT_RUNTIME(GetErrorString)(e); }
+inline ErrorCode get_last_error() { return FUSEKIT_RUNTIME(GetLastError)(); }
+inline ErrorCode get_device(int* d) { return FUSEKIT_RUNTIME(GetDevice)(d); }
+inline ErrorCode set_device(int d) { return FUSEKIT_RUNTIME(SetDevice)(d); }
+inline ErrorCode get_device_count(int* n) { return FUSEKIT_RUNTIME(GetDeviceCount)(n); }
+inline ErrorCode device_synchronize() { return FUSEKIT_RUNTIME(DeviceSynchronize)(); }
+inline ErrorCode malloc_device(void** p, size_t bytes) { return FUSEKIT_RUNTIME(Malloc)(p, bytes); }
+inline ErrorCode free_device(void* p) { return FUSEKIT_RUNTIME(Free)(p); }
 inline ErrorCode memset_async(void* p, int v, size_t bytes, StreamHandle s) {
-  return cudaMemsetAsync(p, v, bytes, s);
+  return FUSEKIT_RUNTIME(MemsetAsync)(p, v, bytes, s);
 }
-enum class CopyDirection { kH2D = cudaMemcpyHostToDevice, kD2H = cudaMemcpyDeviceToHost,
-                           kD2D = cudaMemcpyDeviceToDevice };
+enum class CopyDirection { kH2D = FUSEKIT_RUNTIME(MemcpyHostToDevice),
+                           kD2H = FUSEKIT_RUNTIME(MemcpyDeviceToHost),
+                           kD2D = FUSEKIT_RUNTIME(MemcpyDeviceToDevice) };
 inline ErrorCode memcpy_async(void* dst, const void* src, size_t bytes, CopyDirection dir,
                               StreamHandle s) {
-  return cudaMemcpyAsync(dst, src, bytes, static_cast<cudaMemcpyKind>(dir), s);
+  return FUSEKIT_RUNTIME(MemcpyAsync)(dst, src, bytes,
+                                      static_cast<FUSEKIT_RUNTIME(MemcpyKind)>(dir), s);
 }
-inline ErrorCode stream_synchronize(StreamHandle s) { return cudaStreamSynchronize(s); }
+inline ErrorCode stream_synchronize(StreamHandle s) {
+  return FUSEKIT_RUNTIME(StreamSynchronize)(s);
+}
 inline std::string device_name(int d) {
-  cudaDeviceProp prop;
-  return cudaGetDeviceProperties(&prop, d) == cudaSuccess ? std::string(prop.name) : "unknown";
+  DeviceProperties prop;
+  return FUSEKIT_RUNTIME(GetDeviceProperties)(&prop, d) == kSuccess ? std::string(prop.name)
+                                                                    : "unknown";
 }
-#endif
 
 // Streams, events and graphs (the benchmark's timing; the library itself uses none of them).
-#if FUSEKIT_PLATFORM_HIP
-using EventHandle = hipEvent_t;
-using GraphHandle = hipGraph_t;
-using GraphExecHandle = hipGraphExec_t;
-inline ErrorCode stream_create(StreamHandle* s) { return hipStreamCreate(s); }
-inline ErrorCode stream_destroy(StreamHandle s) { return hipStreamDestroy(s); }
-inline ErrorCode event_create(EventHandle* e) { return hipEventCreate(e); }
-inline ErrorCode event_destroy(EventHandle e) { return hipEventDestroy(e); }
-inline ErrorCode event_record(EventHandle e, StreamHandle s) { return hipEventRecord(e, s); }
-inline ErrorCode event_synchronize(EventHandle e) { return hipEventSynchronize(e); }
+using EventHandle = FUSEKIT_RUNTIME(Event_t);
+using GraphHandle = FUSEKIT_RUNTIME(Graph_t);
+using GraphExecHandle = FUSEKIT_RUNTIME(GraphExec_t);
+inline ErrorCode stream_create(StreamHandle* s) { return FUSEKIT_RUNTIME(StreamCreate)(s); }
+inline ErrorCode stream_destroy(StreamHandle s) { return FUSEKIT_RUNTIME(StreamDestroy)(s); }
+inline ErrorCode event_create(EventHandle* e) { return FUSEKIT_RUNTIME(EventCreate)(e); }
+inline ErrorCode event_destroy(EventHandle e) { return FUSEKIT_RUNTIME(EventDestroy)(e); }
+inline ErrorCode event_record(EventHandle e, StreamHandle s) {
+  return FUSEKIT_RUNTIME(EventRecord)(e, s);
+}
+inline ErrorCode event_synchronize(EventHandle e) { return FUSEKIT_RUNTIME(EventSynchronize)(e); }
 inline ErrorCode event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
-  return hipEventElapsedTime(ms, start, end);
+  return FUSEKIT_RUNTIME(EventElapsedTime)(ms, start, end);
 }
 // Capture in global mode: any call during the capture that could touch another stream fails.
 inline ErrorCode stream_begin_capture(StreamHandle s) {
-  return hipStreamBeginCapture(s, hipStreamCaptureModeGlobal);
+  return FUSEKIT_RUNTIME(StreamBeginCapture)(s, FUSEKIT_RUNTIME(StreamCaptureModeGlobal));
 }
 inline ErrorCode stream_end_capture(StreamHandle s, GraphHandle* g) {
-  return hipStreamEndCapture(s, g);
+  return FUSEKIT_RUNTIME(StreamEndCapture)(s, g);
 }
 inline ErrorCode graph_instantiate(GraphExecHandle* exec, GraphHandle g) {
-  return hipGraphInstantiateWithFlags(exec, g, 0);
+  return FUSEKIT_RUNTIME(GraphInstantiateWithFlags)(exec, g, 0);
 }
 inline ErrorCode graph_launch(GraphExecHandle exec, StreamHandle s) {
-  return hipGraphLaunch(exec, s);
+  return FUSEKIT_RUNTIME(GraphLaunch)(exec, s);
 }
-inline ErrorCode graph_destroy(GraphHandle g) { return hipGraphDestroy(g); }
-inline ErrorCode graph_exec_destroy(GraphExecHandle exec) { return hipGraphExecDestroy(exec); }
-#else
-using EventHandle = cudaEvent_t;
-using GraphHandle = cudaGraph_t;
-using GraphExecHandle = cudaGraphExec_t;
-inline ErrorCode stream_create(StreamHandle* s) { return cudaStreamCreate(s); }
-inline ErrorCode stream_destroy(StreamHandle s) { return cudaStreamDestroy(s); }
-inline ErrorCode event_create(EventHandle* e) { return cudaEventCreate(e); }
-inline ErrorCode event_destroy(EventHandle e) { return cudaEventDestroy(e); }
-inline ErrorCode event_record(EventHandle e, StreamHandle s) { return cudaEventRecord(e, s); }
-inline ErrorCode event_synchronize(EventHandle e) { return cudaEventSynchronize(e); }
-inline ErrorCode event_elapsed_ms(float* ms, EventHandle start, EventHandle end) {
-  return cudaEventElapsedTime(ms, start, end);
+inline ErrorCode graph_destroy(GraphHandle g) { return FUSEKIT_RUNTIME(GraphDestroy)(g); }
+inline ErrorCode graph_exec_destroy(GraphExecHandle exec) {
+  return FUSEKIT_RUNTIME(GraphExecDestroy)(exec);
 }
-// Capture in global mode: any call during the capture that could touch another stream fails.
-inline ErrorCode stream_begin_capture(StreamHandle s) {
-  return cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-}
-inline ErrorCode stream_end_capture(StreamHandle s, GraphHandle* g) {
-  return cudaStreamEndCapture(s, g);
-}
-inline ErrorCode graph_instantiate(GraphExecHandle* exec, GraphHandle g) {
-  return cudaGraphInstantiateWithFlags(exec, g, 0);
-}
-inline ErrorCode graph_launch(GraphExecHandle exec, StreamHandle s) {
-  return cudaGraphLaunch(exec, s);
-}
-inline ErrorCode graph_destroy(GraphHandle g) { return cudaGraphDestroy(g); }
-inline ErrorCode graph_exec_destroy(GraphExecHandle exec) { return cudaGraphExecDestroy(exec); }
-#endif
 
 // What the launch heuristics need to know about a device, read once per device.
 // The largest thread-block cluster any supported GPU runs (Hopper's non-portable size).
@@ -169,16 +129,13 @@ ErrorCode query_device_info(int index, DeviceInfo* info);
 
 // Reads device `index`'s properties from the runtime (uncached; query_device_info caches).
 inline ErrorCode read_device_info(int index, DeviceInfo* d) {
-#if FUSEKIT_PLATFORM_HIP
-  hipDeviceProp_t prop;
-  const ErrorCode e = hipGetDeviceProperties(&prop, index);
+  DeviceProperties prop;
+  const ErrorCode e = FUSEKIT_RUNTIME(GetDeviceProperties)(&prop, index);
   if (e != kSuccess) return e;
+#if FUSEKIT_PLATFORM_HIP
   d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlock);  // no opt-in above it
   d->supports_pdl = false;
 #else
-  cudaDeviceProp prop;
-  const ErrorCode e = cudaGetDeviceProperties(&prop, index);
-  if (e != kSuccess) return e;
   d->max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
   d->supports_pdl = prop.major >= 9;
   d->max_cluster_blocks = prop.major >= 9 ? kMaxClusterBlocks : 1;
@@ -625,3 +582,5 @@ FUSEKIT_DEVICE uint32_t floats_to_half_pair_bits(float lo, float hi) {
 }
 
 }  // namespace fusekit::gpu
+
+#undef FUSEKIT_RUNTIME  // the wrappers above are its only users
