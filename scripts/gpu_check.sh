@@ -47,6 +47,9 @@ fi
 tests="$BUILD_DIR/tests/cpp/fusekit_tests"
 if has test; then
   run test "$tests" --gtest_brief=1
+  # CUDA builds: the dynamic fp8 scale's math over every float (tests/cpp/gpu_scale_math_check.cu).
+  scale_check="$BUILD_DIR/tests/cpp/fusekit_scale_math_check"
+  [ -x "$scale_check" ] && run scale_math "$scale_check"
 fi
 # Sanitizers: GPU tests only; the >2^31-element case is left out (minutes under instrumentation).
 sanitize_filter=${SANITIZE_FILTER:-'*gpu*:-*HugeTensor*'}

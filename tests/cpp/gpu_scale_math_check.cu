@@ -1,18 +1,17 @@
-// Exhaustive check of the straight-line math behind a dynamic fp8 scale (not part of the build).
+// Exhaustive check of the straight-line math behind a dynamic fp8 scale, on a CUDA GPU (a ctest
+// test of CUDA builds; exit code 77, counted as skipped, where no GPU is present).
 //
 // A row's scale is max|y| / fp8_max (core/fp8.h fp8_row_scale) and its codes take 1 / scale
 // (fp8_inverse_row_scale). On CUDA devices both avoid the IEEE division's slow-path branch: the
 // quotient as an estimate corrected by its residual (divide_by_constant), the reciprocal as the
 // hardware estimate and two Newton steps (reciprocal_of_normal). The CPU backend, the reference
-// the GPU tests compare against bit for bit, divides. This program runs every non-negative float
-// (and NaN) through both on the GPU, for both fp8 formats, and counts where the bits differ:
+// the GPU tests compare against bit for bit, divides; those tests see only the scales their
+// inputs make. This program runs every non-negative float (and NaN) through both on the GPU, for
+// both fp8 formats, and counts where the bits differ:
 //   - the scale, against the IEEE quotient floored and NaN-canonicalized the same way;
 //   - 1 / s, for every float s in the scale's range [1 / (fp8_max * 512), FLT_MAX / fp8_max];
 //   - 1 / d for every float d of [1, 16], the activations' range (core/act_math.h).
 // Exits 1 on any difference.
-//
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
-//        dev/check_scale_math.cu -o build/check_scale_math && build/check_scale_math
 #include <cstdio>
 #include <cstdint>
 
@@ -92,6 +91,11 @@ bool run_format(const char* name) {
 }  // namespace
 
 int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("skipped: no CUDA GPU\n");
+    return 77;
+  }
   bool ok = run_format<Fp8E4M3FN>("e4m3fn (1 / s over its scales)");
   ok = run_format<Fp8E4M3FNUZ>("e4m3fnuz (1 / s over its scales)") && ok;
   ok = run<Fp8E4M3FN>("activations (1 / d over [1, 16])", 1.0f, 16.0f) && ok;
