@@ -143,9 +143,9 @@ FUSEKIT_HOST_DEVICE float fp8_inverse_scale(float scale) { return 1.0f / scale; 
 
 // The same 1 / scale for a scale made by fp8_row_scale below, which lies in
 // [1 / (fp8_max * 512), FLT_MAX / fp8_max] (or is NaN): there scale and 1 / scale are normal
-// floats, so the straight-line reciprocal gives the division's bits (tests/cpp/gpu_scale_math_check.cu
-// checks every float of that range on the GPU). A static scale is the caller's and may lie
-// anywhere: it takes fp8_inverse_scale.
+// floats, so the straight-line reciprocal gives the division's bits
+// (tests/cpp/gpu_scale_math_check.cu checks every float of that range on the GPU). A static scale
+// is the caller's and may lie anywhere: it takes fp8_inverse_scale.
 FUSEKIT_HOST_DEVICE float fp8_inverse_row_scale(float row_scale) {
   return reciprocal_of_normal(row_scale);
 }
@@ -168,8 +168,8 @@ FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound) 
   constexpr float kMinScale = 1.0f / (F::kMax * 512.0f);
   // max / fp8_max without the division's slow-path branch on CUDA devices. For every float max
   // it gives the IEEE quotient, except where both are below kMinScale, which floors them to the
-  // same bits (checked for every float, both formats: tests/cpp/gpu_scale_math_check.cu on the GPU,
-  // bench/NOTES.md "Norm v36").
+  // same bits (checked for every float, both formats: tests/cpp/gpu_scale_math_check.cu on the
+  // GPU, bench/NOTES.md "Norm v36").
   constexpr float kInverseMax = 1.0f / F::kMax;
   float s = divide_by_constant(saturate_to_float_range(max_abs), F::kMax, kInverseMax);
   if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;  // NaN: false

@@ -28,8 +28,8 @@ namespace fusekit::detail {
 // on CUDA devices this is that path alone, straight-line: the hardware estimate refined by two
 // Newton steps in fma, whose last rounding gives 1 / d correctly rounded. Checked against nvcc's
 // division for every float of [1, 16] on an H100 and of a dynamic fp8 scale's range on an H200
-// (tests/cpp/gpu_scale_math_check.cu; bench/NOTES.md); the steps scale by powers of two exactly while d
-// and 1 / d stay normal. Elsewhere (host compilers, HIP) it is the IEEE division itself.
+// (tests/cpp/gpu_scale_math_check.cu; bench/NOTES.md); the steps scale by powers of two exactly
+// while d and 1 / d stay normal. Elsewhere (host compilers, HIP) it is the IEEE division itself.
 FUSEKIT_HOST_DEVICE float reciprocal_of_normal(float d) {
 #if defined(__CUDA_ARCH__)
   float r;
