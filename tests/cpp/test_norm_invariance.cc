@@ -452,6 +452,87 @@ TEST(NormLaunchShapes, Fp8SharedRowsGiveTheBitsOfOneBlockARow) {
   }
 }
 
+// RMSNorm's fp8 forms, with and without the add, at one row per block of 128-512 threads (16-bit
+// rows: the kernels with the row's thread count fixed at compile time, NormTraits::
+// kFixedRowThreads) and at two rows per block (the count from the arguments): the codes, the
+// scales, rstd and the residual sum must be the same bits, at 1, 2 and 4 groups per thread, for
+// a dynamic scale (with and without an upper bound) and a static one, in both formats.
+TEST(NormLaunchShapes, Fp8FixedThreadCountsGiveTheBitsOfTheGeneralKernels) {
+  std::string reason;
+  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const int64_t m = 5;
+  for (const bool add : {false, true}) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      for (int64_t n : {1024, 2048, 4096, 8192}) {
+        for (const int scale_kind : {0, 1, 2}) {  // dynamic, dynamic with a bound, static
+          const bool dynamic = scale_kind < 2;
+          LaunchShapeInputs in(false, add, dtype, m, n, static_cast<uint32_t>(7 * n + scale_kind));
+          detail::NormProblem& p = in.p;
+          p.out_fp8 = true;
+          p.out_fp8_format = scale_kind == 1 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
+          p.scale_upper_bound = scale_kind == 1 ? 0.004f : 0.0f;
+          RowBuffer static_scale(Backend::kGPU, DType::kFloat32, 1, 1);
+          static_scale.set(0, 0, 0.0123);
+          static_scale.upload();
+          gpu::NormShape shape;
+          ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+          const int64_t groups = n / shape.group_elems;
+          for (int items : {1, 2, 4}) {
+            const int64_t threads = groups / items;
+            if (threads < 128 || threads > gpu::kNormMaxThreads) continue;
+            gpu::NormConfig fixed;
+            ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
+                                              static_cast<int>(threads), items, &fixed));
+            ASSERT_EQ(fixed.rows_per_block, 1);
+            gpu::NormConfig general = fixed;
+            general.rows_per_block = 2;
+            general.block_threads = 2 * fixed.block_threads;
+            if (general.block_threads > gpu::kNormMaxThreads) general = fixed;
+            std::vector<uint64_t> reference;
+            for (const gpu::NormConfig& variant : {fixed, general}) {
+              SCOPED_TRACE(std::string(add ? "add " : "") + dtype_name(dtype) +
+                           " N=" + std::to_string(n) + " scale kind " +
+                           std::to_string(scale_kind) + " " + variant.to_string());
+              RowBuffer codes(Backend::kGPU, fp8_format_dtype(p.out_fp8_format), m, n);
+              RowBuffer scale(Backend::kGPU, DType::kFloat32, 1, m);
+              RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
+              RowBuffer r_out(Backend::kGPU, dtype, m, n);
+              p.out = codes.data();
+              p.out_stride = n;
+              p.dynamic_scale = dynamic ? static_cast<float*>(scale.data()) : nullptr;
+              p.static_scale = dynamic ? nullptr : static_cast<const float*>(static_scale.data());
+              p.rstd = static_cast<float*>(rstd.data());
+              p.residual_out = r_out.data();
+              p.residual_out_stride = n;
+              gpu::NormLaunchOverrides overrides;
+              overrides.config = &variant;
+              ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+              ASSERT_TRUE(gpu_synchronize(0).ok());
+              std::vector<uint64_t> bits;
+              for (RowBuffer* b : {&codes, &scale, &rstd, &r_out}) {
+                if ((b == &scale && !dynamic) || (b == &r_out && !add)) continue;
+                b->download();
+                for (int64_t row = 0; row < b->rows(); ++row) {
+                  for (int64_t j = 0; j < b->cols(); ++j) bits.push_back(b->raw(row, j));
+                }
+              }
+              for (int64_t row = 0; row < m; ++row) {
+                ASSERT_FALSE(std::isnan(rstd.get(0, row))) << "row " << row << " not written";
+                if (dynamic) ASSERT_FALSE(std::isnan(scale.get(0, row))) << "scale " << row;
+              }
+              if (reference.empty()) {
+                reference = bits;
+              } else {
+                EXPECT_EQ(bits, reference);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // RMSNorm's fp8 forms on the cluster path, with a dynamic scale: each cluster shape (2-16 blocks a
 // row, 1-4 groups per thread) against the staged path. The sums' order differs between them, so
 // y may differ in its last bits: each row's scale must agree to 2^-16 relative, and each value

@@ -77,11 +77,12 @@ struct NormTraits {
                              std::is_same_v<TX_, Half>);
   // Exact registers kernels of one row per block with the row's thread count a template argument
   // (128, 256 and 512; norm_registers_kernel): the decode and mid-batch shapes of 16-bit rows,
-  // where a call's time is mostly its instruction latency.
-  static constexpr bool kFixedRowThreads = !kFp8Out && kSameDtypes && sizeof(TX_) == 2;
+  // where a call's time is mostly its instruction latency, and the fp8 forms' large batches,
+  // where it is their instruction count (bench/NOTES.md, "Norm v37").
+  static constexpr bool kFixedRowThreads = kSameDtypes && sizeof(TX_) == 2;
   // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common
-  // call of a decode step, a weight (and LayerNorm's bias) and nothing else.
-  static constexpr bool kPlainBuilt = kFixedRowThreads;
+  // call of a decode step, a weight (and LayerNorm's bias) and nothing else. Not the fp8 forms.
+  static constexpr bool kPlainBuilt = kFixedRowThreads && !kFp8Out;
   // Exact registers kernels whose rows' outputs are shared among blocks (NormConfig::output_parts):
   // every form but the fused add's fp8 ones, whose usual call updates the residual in place, which
   // no shared row may (each form built is some thirty kernels more).
