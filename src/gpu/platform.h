@@ -523,6 +523,17 @@ FUSEKIT_HOST_DEVICE constexpr bool hardware_e4m3fn_compiled() {
 #endif
 }
 
+// Whether some GPU of the platform converts to e4m3fn in hardware (CUDA: sm_89 and later; HIP
+// here: none), the same in host and device code: it may decide which kernels are instantiated,
+// where hardware_e4m3fn_compiled() decides only how a kernel converts.
+constexpr bool platform_has_hardware_e4m3fn() {
+#if FUSEKIT_PLATFORM_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Codes of (v0, v1, v2, v3) in one 32-bit word, v0 in the low byte (the element order of
 // memory): two conversions, and the two 16-bit pairs placed as the halves of one register, where
 // storing each code as a byte cost the compiler a dozen masks and shifts per four elements.

@@ -453,10 +453,11 @@ TEST(NormLaunchShapes, Fp8SharedRowsGiveTheBitsOfOneBlockARow) {
 }
 
 // RMSNorm's fp8 forms, with and without the add, at one row per block of 128-512 threads (16-bit
-// rows: the kernels with the row's thread count fixed at compile time, NormTraits::
-// kFixedRowThreads) and at two rows per block (the count from the arguments): the codes, the
-// scales, rstd and the residual sum must be the same bits, at 1, 2 and 4 groups per thread, for
-// a dynamic scale (with and without an upper bound) and a static one, in both formats.
+// rows in e4m3fn on CUDA: the kernels with the row's thread count fixed at compile time,
+// NormTraits::kFixedRowThreads) and at two rows per block (the count from the arguments): the
+// codes, the scales, rstd and the residual sum must be the same bits, at 1, 2 and 4 groups per
+// thread, for a dynamic scale (with and without an upper bound, the latter in e4m3fnuz, whose
+// kernels take the count from their arguments either way) and a static one.
 TEST(NormLaunchShapes, Fp8FixedThreadCountsGiveTheBitsOfTheGeneralKernels) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;

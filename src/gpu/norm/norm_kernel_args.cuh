@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/fp8.h"
 #include "gpu/common/convert.cuh"
 #include "gpu/norm/norm_config.h"
 #include "gpu/platform.h"
@@ -59,6 +60,9 @@ struct NormTraits {
   using TR = TR_;  // residual and residual_out; the normalized values h (TX when !kAdd)
   using Fp8 = Fp8_;  // void: out is TX; else out holds codes of this format (core/fp8.h)
   static constexpr bool kFp8Out = !std::is_void_v<Fp8_>;
+  // An fp8 output in the format some GPU of the platform converts in hardware.
+  static constexpr bool kHardwareFp8 =
+      std::is_same_v<Fp8_, detail::Fp8E4M3FN> && platform_has_hardware_e4m3fn();
   using TO = std::conditional_t<kFp8Out, uint8_t, TX_>;  // out
   static_assert(!kFp8Out || kKind_ == NormKind::kRms, "fp8 output is an RMSNorm form");
   static constexpr int kLoad = kLoad_;
@@ -77,9 +81,13 @@ struct NormTraits {
                              std::is_same_v<TX_, Half>);
   // Exact registers kernels of one row per block with the row's thread count a template argument
   // (128, 256 and 512; norm_registers_kernel): the decode and mid-batch shapes of 16-bit rows,
-  // where a call's time is mostly its instruction latency, and the fp8 forms' large batches,
-  // where it is their instruction count (bench/NOTES.md, "Norm v37").
-  static constexpr bool kFixedRowThreads = kSameDtypes && sizeof(TX_) == 2;
+  // where a call's time is mostly its instruction latency. For the fp8 forms also their large
+  // batches, where it is their instruction count (bench/NOTES.md, "Norm v37"), in the format
+  // the hardware converts (e4m3fn on CUDA): with the conversion in software the count's share
+  // of the instructions is smaller, and each fp8 format's kernels are already the longest
+  // compile of the build (these 54 more took 27% longer on HIP, per architecture).
+  static constexpr bool kFixedRowThreads = kSameDtypes && sizeof(TX_) == 2 &&
+                                           (!kFp8Out || kHardwareFp8);
   // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common
   // call of a decode step, a weight (and LayerNorm's bias) and nothing else. Not the fp8 forms.
   static constexpr bool kPlainBuilt = kFixedRowThreads && !kFp8Out;
