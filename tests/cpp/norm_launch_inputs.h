@@ -1,6 +1,6 @@
-// Inputs of the launch-shape tests (test_norm_invariance.cc, test_norm_split_rows.cc), which run
-// one NormProblem under several explicit NormConfigs (gpu::run_norm_gpu_with) and compare the
-// outputs' bits.
+// Inputs of the launch-shape tests (test_norm_invariance.cc, test_norm_fp8_launch_shapes.cc,
+// test_norm_split_rows.cc), which run one NormProblem under several explicit NormConfigs
+// (gpu::run_norm_gpu_with) and compare the outputs' bits.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +42,17 @@ struct LaunchShapeInputs {
     p.eps = 1e-5f;
     p.weight_offset = -0.0f;  // a zero offset, as the API passes it (norm_api.cc)
     p.device = Device::gpu(0);
+    static_scale.set(0, 0, 0.0123);
+    static_scale.upload();
+  }
+  // An fp8 output in `format`; the caller points p.dynamic_scale at its buffer, or p.static_scale
+  // at static_scale's.
+  void output_fp8(Fp8Format format) {
+    p.out_fp8 = true;
+    p.out_fp8_format = format;
   }
   RowBuffer x, r, w, b;
+  RowBuffer static_scale{Backend::kGPU, DType::kFloat32, 1, 1};  // 0.0123
   detail::NormProblem p;
 };
 

@@ -43,14 +43,11 @@ class SplitRun {
       : in_(f.layer, f.add, dtype, m, n, seed),
         out_(Backend::kGPU, f.fp8 ? DType::kFloat8E4M3FN : dtype, m, n),
         r_out_(Backend::kGPU, dtype, m, n), rstd_(Backend::kGPU, DType::kFloat32, 1, m),
-        mean_(Backend::kGPU, DType::kFloat32, 1, m), scale_(Backend::kGPU, DType::kFloat32, 1, m),
-        static_scale_(Backend::kGPU, DType::kFloat32, 1, 1) {
+        mean_(Backend::kGPU, DType::kFloat32, 1, m), scale_(Backend::kGPU, DType::kFloat32, 1, m) {
     for (RowBuffer* o : {&out_, &r_out_, &rstd_, &mean_, &scale_}) {
       o->poison();
       o->upload();
     }
-    static_scale_.set(0, 0, 0.0123);
-    static_scale_.upload();
     detail::NormProblem& p = in_.p;
     // In place: out is x (fp8: codes cannot overwrite x), residual_out is residual.
     const bool out_in_place = in_place && !f.fp8;
@@ -61,10 +58,9 @@ class SplitRun {
     p.rstd = stats ? static_cast<float*>(rstd_.data()) : nullptr;
     p.mean = stats && f.layer ? static_cast<float*>(mean_.data()) : nullptr;
     if (f.fp8) {
-      p.out_fp8 = true;
-      p.out_fp8_format = Fp8Format::kE4M3FN;
+      in_.output_fp8(Fp8Format::kE4M3FN);
       p.dynamic_scale = f.dynamic ? static_cast<float*>(scale_.data()) : nullptr;
-      p.static_scale = f.dynamic ? nullptr : static_cast<const float*>(static_scale_.data());
+      p.static_scale = f.dynamic ? nullptr : static_cast<const float*>(in_.static_scale.data());
     }
     outputs_ = {out_in_place ? &in_.x : &out_, in_place ? &in_.r : &r_out_, &rstd_, &mean_,
                 &scale_};
@@ -85,7 +81,7 @@ class SplitRun {
 
  private:
   LaunchShapeInputs in_;
-  RowBuffer out_, r_out_, rstd_, mean_, scale_, static_scale_;
+  RowBuffer out_, r_out_, rstd_, mean_, scale_;
   std::vector<RowBuffer*> outputs_;
 };
 
