@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs one compute-sanitizer tool over the GPU tests, one test per process and several processes
+# at once. Why: under racecheck a single norm test can take minutes (every shared-memory access
+# of its large batches is checked), and the whole suite in one process takes hours. The GPU is
+# mostly idle between a test's small launches, so sixteen concurrent processes get through the
+# suite about four times faster than one, and a test per process lets the fastest free worker take
+# the next test (no shard waits on an unlucky mix). Each test's log is kept; the run fails if
+# any test fails, or any log lacks the tool's clean summary.
+#
+#   scripts/sanitize_tests.sh TOOL TEST_BINARY LOG_DIR [tool options...]
+#
+# Environment: SANITIZE_FILTER (gtest filter of the tests to run; default: every test that
+# launches GPU kernels, without the >2^31-element cases, which take minutes under
+# instrumentation), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16).
+set -uo pipefail
+if [ "${1:-}" = --one ]; then  # internal: one test, one process
+  shift
+  tool=$1 binary=$2 test=$3 log=$4
+  # shellcheck disable=SC2086  # options are words without spaces
+  OMP_NUM_THREADS=1 compute-sanitizer --tool "$tool" --error-exitcode 1 $SANITIZE_TOOL_OPTIONS \
+      "$binary" --gtest_filter="$test" > "$log" 2>&1
+  echo "# rc=$?" >> "$log"
+  exit 0
+fi
+[ $# -ge 3 ] || { echo "usage: $0 TOOL TEST_BINARY LOG_DIR [tool options...]" >&2; exit 2; }
+tool=$1 binary=$2 log_dir=$3; shift 3
+filter=${SANITIZE_FILTER:-'*gpu*:NormLaunchShapes.*:ActQuantLaunchShapes.*:-*HugeTensor*'}
+nproc_=$(nproc)
+jobs=${SANITIZE_JOBS:-$(( nproc_ < 16 ? nproc_ : 16 ))}
+rm -rf "$log_dir"
+mkdir -p "$log_dir"
+# gtest lists "Suite." lines, then "  Test  # GetParam() = ..." lines.
+"$binary" --gtest_list_tests --gtest_filter="$filter" |
+  awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' > "$log_dir/tests.txt"
+count=$(wc -l < "$log_dir/tests.txt")
+[ "$count" -gt 0 ] || { echo "no test matches $filter" >&2; exit 1; }
+echo "$tool: $count tests, $jobs at a time"
+t0=$SECONDS
+export SANITIZE_TOOL_OPTIONS="$*"
+# Test names hold no spaces: each line is "test log", two words for xargs.
+while read -r test; do
+  echo "$test $log_dir/$(echo "$test" | tr '/' '_').log"
+done < "$log_dir/tests.txt" | xargs -L 1 -P "$jobs" bash "$0" --one "$tool" "$binary"
+status=0 ran=0 skipped=0
+case $tool in
+  memcheck) clean='ERROR SUMMARY: 0 errors' ;;
+  racecheck) clean='RACECHECK SUMMARY: 0 hazards' ;;
+  *) clean='ERROR SUMMARY: 0 errors' ;;
+esac
+while read -r test; do
+  log="$log_dir/$(echo "$test" | tr '/' '_').log"
+  if ! grep -q "$clean" "$log" 2>/dev/null || ! grep -q '^# rc=0$' "$log" ||
+     grep -q '^\[  FAILED  \]' "$log"; then
+    echo "FAILED: $test ($log)"
+    status=1
+  elif grep -q '^\[  SKIPPED \] 1 test' "$log"; then
+    skipped=$((skipped + 1))
+  else
+    ran=$((ran + 1))
+  fi
+done < "$log_dir/tests.txt"
+echo "$tool: $ran tests clean, $skipped skipped, in $((SECONDS - t0)) s"
+[ $status -eq 0 ] || echo "$tool: failures above; each test's log is under $log_dir"
+exit $status
