@@ -54,8 +54,8 @@ if has test; then
 fi
 # Sanitizers: every test that launches GPU kernels, one process per test, several at once
 # (scripts/sanitize_tests.sh; SANITIZE_FILTER and SANITIZE_JOBS pass through). On an H200, 16 at
-# once, the 163 such tests' times added up to 44 minutes under memcheck and 118 under racecheck,
-# the longest test 6 minutes: in one process, racecheck alone would take hours.
+# once, the 163 such tests' times (each slowed by the other 15) added up to 44 minutes under
+# memcheck and 118 under racecheck; the longest test took 6 minutes under racecheck.
 sanitize() { scripts/sanitize_tests.sh "$1" "$tests" "$LOG_DIR/$1" "${@:2}"; }
 if has memcheck; then
   run memcheck sanitize memcheck --leak-check full
