@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <random>
 
+#include <gtest/gtest.h>
+
 #include "norm/norm_problem.h"
 #include "test_support.h"
 
@@ -55,5 +57,16 @@ struct LaunchShapeInputs {
   RowBuffer static_scale{Backend::kGPU, DType::kFloat32, 1, 1};  // 0.0123
   detail::NormProblem p;
 };
+
+// The launch-shape tests' comparison: the first launch's output bits become the reference, and
+// each later launch's must equal them.
+template <class Bits>
+void expect_bits_of_first_launch(Bits* reference, const Bits& bits) {
+  if (reference->empty()) {
+    *reference = bits;
+  } else {
+    EXPECT_EQ(bits, *reference);
+  }
+}
 
 }  // namespace fusekit::testing
