@@ -15,11 +15,11 @@
 set -uo pipefail
 if [ "${1:-}" = --one ]; then  # internal: one test, one process
   shift
-  tool=$1 binary=$2 test=$3 log=$4
+  tool=$1 binary=$2 test=$3 log=$4 start=$SECONDS
   # shellcheck disable=SC2086  # options are words without spaces
   OMP_NUM_THREADS=1 compute-sanitizer --tool "$tool" --error-exitcode 1 $SANITIZE_TOOL_OPTIONS \
       "$binary" --gtest_filter="$test" > "$log" 2>&1
-  echo "# rc=$?" >> "$log"
+  echo "# rc=$? in $((SECONDS - start)) s" >> "$log"
   exit 0
 fi
 [ $# -ge 3 ] || { echo "usage: $0 TOOL TEST_BINARY LOG_DIR [tool options...]" >&2; exit 2; }
@@ -49,7 +49,7 @@ case $tool in
 esac
 while read -r test; do
   log="$log_dir/$(echo "$test" | tr '/' '_').log"
-  if ! grep -q "$clean" "$log" 2>/dev/null || ! grep -q '^# rc=0$' "$log" ||
+  if ! grep -q "$clean" "$log" 2>/dev/null || ! grep -q '^# rc=0 in ' "$log" ||
      grep -q '^\[  FAILED  \]' "$log"; then
     echo "FAILED: $test ($log)"
     status=1
@@ -60,5 +60,9 @@ while read -r test; do
   fi
 done < "$log_dir/tests.txt"
 echo "$tool: $ran tests clean, $skipped skipped, in $((SECONDS - t0)) s"
+echo "$tool: the slowest tests (seconds, with the other processes running beside them):"
+for log in "$log_dir"/*.log; do
+  sed -n "s|^# rc=[0-9]* in \([0-9]*\) s$|\1 $(basename "$log" .log)|p" "$log"
+done | sort -rn | head -5 | sed 's/^/  /'
 [ $status -eq 0 ] || echo "$tool: failures above; each test's log is under $log_dir"
 exit $status
