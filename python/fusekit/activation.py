@@ -21,7 +21,7 @@ from torch import Tensor
 
 from . import _eager, _loader
 from .functional import (_NO_OUT_GRAD, _check_out, _direct_entry, _is_rows, _needs_grad,
-                         _require_tensor, _rows)
+                         _require_floating, _require_tensor, _rows)
 
 __all__ = [
     "silu_and_mul",
@@ -52,6 +52,7 @@ def _check_inputs(op: str, x, up) -> tuple:
     _require_tensor(op, "x" if up is None else "gate", x)
     if x.dim() < 1:
         raise ValueError(f"{op}: x: expected rank 1 or more but got rank 0")
+    _require_floating(op, "x" if up is None else "gate", x.dtype)
     if up is None:
         if x.shape[-1] % 2 != 0:
             raise ValueError(f"{op}: x: expected an even last dimension (gate and up halves of "

@@ -47,20 +47,34 @@ def _require_tensor(op: str, name: str, t, optional: bool = False) -> None:
         raise TypeError(f"{op}: {name}: expected a torch.Tensor but got {type(t).__name__}")
 
 
-def _check_args(op: str, x, params: dict, residual=None, eps=1e-6, weight_offset=0.0) -> None:
+def _require_floating(op: str, name: str, dtype) -> None:
+    """Integer, bool and complex tensors have no normalization or activation: refused here, not
+    handed to the eager implementation (which would return numbers that mean nothing)."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"{op}: {name}: expected a floating-point dtype but got {dtype}")
+
+
+def _check_args(op: str, x, params: dict, residual=None, eps=1e-6, weight_offset=0.0,
+                residual_dtype=None) -> None:
     _require_tensor(op, "x", x)
     if x.dim() < 1:
         raise ValueError(f"{op}: x: expected rank 1 or more but got rank 0")
+    _require_floating(op, "x", x.dtype)
     n = x.shape[-1]
     for name, (p, optional) in params.items():
         _require_tensor(op, name, p, optional)
         if p is not None and tuple(p.shape) != (n,):
             raise ValueError(f"{op}: {name}: expected shape [{n}] but got {list(p.shape)}")
+        if p is not None:
+            _require_floating(op, name, p.dtype)
     if residual is not None:
         _require_tensor(op, "residual", residual)
         if residual.shape != x.shape:
             raise ValueError(f"{op}: residual: expected shape {list(x.shape)} (x's shape) but got "
                              f"{list(residual.shape)}")
+        _require_floating(op, "residual", residual.dtype)
+    if residual_dtype is not None:
+        _require_floating(op, "residual_dtype", residual_dtype)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
             math.isfinite(eps) and eps > 0):
         raise ValueError(f"{op}: eps: expected a finite value > 0 but got {eps!r}")
@@ -159,6 +173,8 @@ def _direct(op: str, x, weight, bias=None, residual=None, residual_dtype=None) -
                 and (bias is None or bias.is_contiguous())
                 and (residual is None or residual.is_contiguous())):
             return False
+        if (weight is not None and weight.dim() != 1) or (bias is not None and bias.dim() != 1):
+            return False  # the C++ API also takes [1, ..., 1, N]; these functions take [N] alone
         key = (op, x.device.type, x.dtype, None if weight is None else weight.dtype,
                None if bias is None else bias.dtype,
                None if residual is None else residual.dtype, residual_dtype)
@@ -233,7 +249,7 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float =
                                    weight_after_cast)
         return y, h
     op = "fused_add_rms_norm"
-    _check_args(op, x, {"weight": (weight, False)}, residual, eps, weight_offset)
+    _check_args(op, x, {"weight": (weight, False)}, residual, eps, weight_offset, residual_dtype)
     r_dtype = residual_dtype or residual.dtype
     _check_out(op, "out", out, x.shape, x.dtype, x.device)
     _check_out(op, "residual_out", residual_out, x.shape, r_dtype, x.device)
@@ -340,7 +356,8 @@ def fused_add_layer_norm(x: Tensor, residual: Tensor, weight: Tensor | None = No
         _direct_fused_add_layer_norm(y, h, x, residual, weight, bias, eps)
         return y, h
     op = "fused_add_layer_norm"
-    _check_args(op, x, {"weight": (weight, True), "bias": (bias, True)}, residual, eps)
+    _check_args(op, x, {"weight": (weight, True), "bias": (bias, True)}, residual, eps,
+                residual_dtype=residual_dtype)
     r_dtype = residual_dtype or residual.dtype
     _check_out(op, "out", out, x.shape, x.dtype, x.device)
     _check_out(op, "residual_out", residual_out, x.shape, r_dtype, x.device)

@@ -57,6 +57,43 @@ def t(device, gen):
      "fused_add_rms_norm: residual_out: expected dtype torch.float32 but got torch.bfloat16"),
     (lambda t: fusekit.rms_norm(t["x"].requires_grad_(), t["w"], out=torch.empty_like(t["x"])),
      RuntimeError, "rms_norm: out= arguments don't support automatic differentiation"),
+    # [1, N] is not [N], whether the call takes the direct path (contiguous, no gradient) or not;
+    # torch.nn.functional.rms_norm refuses it too.
+    (lambda t: fusekit.rms_norm(t["x"], t["w"].reshape(1, 64)), ValueError,
+     "rms_norm: weight: expected shape [64] but got [1, 64]"),
+    (lambda t: fusekit.rms_norm(t["x"].float().requires_grad_(), t["w"].float().reshape(1, 64)),
+     ValueError, "rms_norm: weight: expected shape [64] but got [1, 64]"),
+    (lambda t: fusekit.layer_norm(t["x"], t["w"], t["b"].reshape(1, 64)), ValueError,
+     "layer_norm: bias: expected shape [64] but got [1, 64]"),
+    # Integer, bool and complex tensors are refused, not run eagerly into meaningless numbers;
+    # float64 runs eagerly (test_fallback.py).
+    (lambda t: fusekit.rms_norm(t["x"].to(torch.int32), t["w"]), ValueError,
+     "rms_norm: x: expected a floating-point dtype but got torch.int32"),
+    (lambda t: fusekit.rms_norm(t["x"] > 0, t["w"]), ValueError,
+     "rms_norm: x: expected a floating-point dtype but got torch.bool"),
+    (lambda t: fusekit.layer_norm(t["x"].to(torch.complex64), t["w"], t["b"]), ValueError,
+     "layer_norm: x: expected a floating-point dtype but got torch.complex64"),
+    (lambda t: fusekit.rms_norm(t["x"], t["w"].to(torch.int64)), ValueError,
+     "rms_norm: weight: expected a floating-point dtype but got torch.int64"),
+    (lambda t: fusekit.layer_norm(t["x"], t["w"], t["b"].to(torch.int8)), ValueError,
+     "layer_norm: bias: expected a floating-point dtype but got torch.int8"),
+    (lambda t: fusekit.fused_add_rms_norm(t["x"], t["r"].to(torch.int16), t["w"]), ValueError,
+     "fused_add_rms_norm: residual: expected a floating-point dtype but got torch.int16"),
+    (lambda t: fusekit.fused_add_layer_norm(t["x"], t["r"], t["w"], t["b"],
+                                            residual_dtype=torch.int32), ValueError,
+     "fused_add_layer_norm: residual_dtype: expected a floating-point dtype but got torch.int32"),
+    (lambda t: fusekit.fused_add_rms_norm_(t["x"], t["r"].to(torch.int32), t["w"]), ValueError,
+     "fused_add_rms_norm_: residual: expected a floating-point dtype but got torch.int32"),
+    (lambda t: fusekit.RMSNorm(64).to(t["x"].device)(t["x"].to(torch.int32)), ValueError,
+     "rms_norm: x: expected a floating-point dtype but got torch.int32"),
+    (lambda t: fusekit.silu_and_mul(t["x"].to(torch.int32)), ValueError,
+     "silu_and_mul: x: expected a floating-point dtype but got torch.int32"),
+    (lambda t: fusekit.gelu_and_mul(t["x"].to(torch.int64), t["r"].to(torch.int64)), ValueError,
+     "gelu_and_mul: gate: expected a floating-point dtype but got torch.int64"),
+    (lambda t: fusekit.silu_and_mul_quant_fp8(t["x"].to(torch.int32), format="e4m3fn"),
+     ValueError, "silu_and_mul_quant_fp8: x: expected a floating-point dtype but got torch.int32"),
+    (lambda t: fusekit.rms_norm_quant_fp8(t["x"].to(torch.int32), t["w"], format="e4m3fn"),
+     ValueError, "rms_norm_quant_fp8: x: expected a floating-point dtype but got torch.int32"),
 ])
 def test_functions(t, call, error, message):
     with pytest.raises(error) as info:
