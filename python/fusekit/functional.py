@@ -161,8 +161,15 @@ _direct_layer_norm = _direct_entry("layer_norm_out")
 _direct_fused_add_layer_norm = _direct_entry("fused_add_layer_norm_out")
 
 
-def _direct(op: str, x, weight, bias=None, residual=None, residual_dtype=None) -> bool:
-    """Whether this call may take the direct path (see above)."""
+def _direct(op: str, x, weight, bias=None, residual=None, residual_dtype=None,
+            scalars: tuple = ()) -> bool:
+    """Whether this call may take the direct path (see above). `scalars` (eps, weight_offset)
+    must be Python floats: the operator itself would also take a bool or a one-element tensor,
+    which the checked path refuses, and would raise RuntimeError, not the checked path's
+    ValueError, for None or a string."""
+    for v in scalars:
+        if type(v) is not float:
+            return False
     try:
         if torch.is_grad_enabled() and (
                 x.requires_grad or (weight is not None and weight.requires_grad)
@@ -202,7 +209,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float 
     product is formed in float32 and rounded once. x: [..., N] float32, float16 or bfloat16;
     weight: [N], x's dtype or float32. Returns y (x's dtype and shape), or `out` filled with it.
     """
-    if out is None and weight is not None and _direct("rms_norm", x, weight):
+    if out is None and weight is not None and _direct("rms_norm", x, weight,
+                                                      scalars=(eps, weight_offset)):
         y = torch.empty_like(x)
         _direct_rms_norm(y, x, weight, eps, weight_offset, weight_after_cast)
         return y
@@ -241,9 +249,8 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float =
     filled with them.
     """
     if out is None and residual_out is None and weight is not None and residual is not None and _direct(
-            "fused_add_rms_norm", x, weight,
-                                                        residual=residual,
-                                                        residual_dtype=residual_dtype):
+            "fused_add_rms_norm", x, weight, residual=residual, residual_dtype=residual_dtype,
+            scalars=(eps, weight_offset)):
         y, h = torch.empty_like(x), torch.empty_like(residual)
         _direct_fused_add_rms_norm(y, h, x, residual, weight, eps, weight_offset,
                                    weight_after_cast)
@@ -314,7 +321,7 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     weight and bias: [N], x's dtype or float32 (the same for both). Returns y (x's dtype and
     shape), or `out` filled with it.
     """
-    if out is None and _direct("layer_norm", x, weight, bias):
+    if out is None and _direct("layer_norm", x, weight, bias, scalars=(eps,)):
         y = torch.empty_like(x)
         _direct_layer_norm(y, x, weight, bias, eps)
         return y
@@ -351,7 +358,7 @@ def fused_add_layer_norm(x: Tensor, residual: Tensor, weight: Tensor | None = No
     `residual_out` filled with them.
     """
     if out is None and residual_out is None and residual is not None and _direct(
-            "fused_add_layer_norm", x, weight, bias, residual, residual_dtype):
+            "fused_add_layer_norm", x, weight, bias, residual, residual_dtype, scalars=(eps,)):
         y, h = torch.empty_like(x), torch.empty_like(residual)
         _direct_fused_add_layer_norm(y, h, x, residual, weight, bias, eps)
         return y, h

@@ -65,6 +65,16 @@ def t(device, gen):
      ValueError, "rms_norm: weight: expected shape [64] but got [1, 64]"),
     (lambda t: fusekit.layer_norm(t["x"], t["w"], t["b"].reshape(1, 64)), ValueError,
      "layer_norm: bias: expected shape [64] but got [1, 64]"),
+    # Scalars other than int and float are refused on the direct path (contiguous, no gradient)
+    # as on the checked one, where the operator itself would take a bool or a tensor.
+    (lambda t: fusekit.rms_norm(t["x"], t["w"], True), ValueError,
+     "rms_norm: eps: expected a finite value > 0 but got True"),
+    (lambda t: fusekit.layer_norm(t["x"], t["w"], t["b"], None), ValueError,
+     "layer_norm: eps: expected a finite value > 0 but got None"),
+    (lambda t: fusekit.fused_add_rms_norm(t["x"], t["r"], t["w"], 1e-6, torch.tensor(1.0)),
+     ValueError, "fused_add_rms_norm: weight_offset: expected a finite value but got tensor(1.)"),
+    (lambda t: fusekit.fused_add_layer_norm(t["x"], t["r"], t["w"], t["b"], "1e-5"), ValueError,
+     "fused_add_layer_norm: eps: expected a finite value > 0 but got '1e-5'"),
     # Integer, bool and complex tensors are refused, not run eagerly into meaningless numbers;
     # float64 runs eagerly (test_fallback.py).
     (lambda t: fusekit.rms_norm(t["x"].to(torch.int32), t["w"]), ValueError,
