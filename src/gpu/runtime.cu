@@ -1,9 +1,11 @@
 // The GPU runtime seen through fusekit/runtime.h, and the cached device properties that launch
 // heuristics read (platform.h's DeviceInfo).
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include "fusekit/runtime.h"
+#include "gpu/common/access.h"
 #include "gpu/common/check.h"
 #include "gpu/platform.h"
 
@@ -22,6 +24,8 @@ ErrorCode query_device_info(int index, DeviceInfo* info) {
   DeviceInfo d;
   const ErrorCode e = read_device_info(index, &d);
   if (e != kSuccess) return e;
+  d.max_cluster_blocks =
+      cluster_blocks_limit(std::getenv("FUSEKIT_MAX_CLUSTER_BLOCKS"), d.max_cluster_blocks);
   if (index >= 0 && index < kMaxDevices) {
     std::lock_guard<std::mutex> lock(mutex);
     cache[index] = d;

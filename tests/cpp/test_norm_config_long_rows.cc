@@ -4,6 +4,7 @@
 // (bench/NOTES.md, "Norm v29"). The other shapes are tested in test_norm_config.cc.
 #include "gpu/norm/norm_config.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -48,6 +49,48 @@ TEST(NormConfig, LongRowsSpreadOverAClusterWhereThereAreClusters) {
   s.group_elems = 4;
   s.source_elem_bytes = 4;
   EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kStaged);
+}
+
+// A device whose clusters are capped (FUSEKIT_MAX_CLUSTER_BLOCKS, or a GPU with smaller ones):
+// long rows take the largest cluster under the cap that holds them, else the staged path, and
+// no choice, split rows included, asks for more blocks than the cap.
+TEST(NormConfig, ACapOnClusterBlocksTakesSmallerClustersOrTheStagedPath) {
+  for (int cap : {1, 2, 4, 8, 16}) {
+    NormShape s;
+    s.max_cluster_blocks = cap;
+    s.max_smem_bytes = 227 * 1024;
+    s.sm_count = 132;
+    s.whole_groups = s.outputs_apart = s.split_rows_built = true;  // split rows allowed
+    struct Row {
+      int64_t cols;
+      int blocks;  // the cluster that holds the bf16 row at 512 threads x 4 groups
+    };
+    for (const Row row : {Row{32768, 2}, Row{65536, 4}, Row{131072, 8}, Row{262144, 16}}) {
+      s.cols = row.cols;
+      SCOPED_TRACE("cap " + std::to_string(cap) + ", N=" + std::to_string(row.cols));
+      const NormConfig c = choose_norm_config(s);
+      if (row.blocks <= cap) {
+        EXPECT_EQ(c.path, NormConfig::Path::kCluster);
+        EXPECT_EQ(c.cluster_blocks, row.blocks);
+      } else {
+        EXPECT_EQ(c.path, NormConfig::Path::kStaged);
+      }
+    }
+    s.rows = 1;
+    for (int64_t cols : {1, 769, 4096, 8192, 16384, 20000}) {
+      for (int64_t rows : {1, 32, 257, 65536}) {
+        s.cols = cols;
+        s.rows = rows;
+        const NormConfig c = choose_norm_config(s);
+        EXPECT_LE(c.cluster_blocks, cap) << c.to_string();
+        EXPECT_LE(c.split_blocks, cap) << c.to_string();
+      }
+    }
+    // A lone row of 16384 splits over as many blocks as the cap and the split kernels allow.
+    s.cols = 16384;
+    s.rows = 1;
+    EXPECT_EQ(choose_norm_config(s).split_blocks, std::min(cap, kNormMaxSplitBlocks));
+  }
 }
 
 // RMSNorm's fp8 forms take the cluster only for rows its blocks cover exactly, decided by N alone

@@ -1,5 +1,6 @@
 // Host-side choices every GPU launcher makes the same way: the widest vector access that the
-// tensors' alignment allows, and whether programmatic dependent launch is on.
+// tensors' alignment allows, whether programmatic dependent launch is on, and the largest
+// thread-block cluster to launch.
 #pragma once
 
 #include <algorithm>
@@ -43,6 +44,27 @@ inline bool pdl_enabled_by_default() {
     return v == nullptr || v[0] != '0';
   }();
   return enabled;
+}
+
+// The largest thread-block cluster the launchers may use on a device that runs `device_max`
+// blocks to a cluster, given the value of FUSEKIT_MAX_CLUSTER_BLOCKS (null: unset): a decimal
+// count from 1 (no clusters) up, taken down to a power of two and to device_max. Unset, empty or
+// anything else (a sign, trailing characters, 0): device_max. Why a cap: to keep every launch at
+// the portable cluster size (8), or off clusters, where 16-block clusters are unwanted, such as
+// under compute-sanitizer synccheck, which faults on them (scripts/synccheck_cluster16_repro.cu).
+// The launch heuristics already choose under any device_max (sm_80 and HIP have 1), so a cap
+// changes which path a long row takes, never whether the results are right.
+inline int cluster_blocks_limit(const char* value, int device_max) {
+  if (value == nullptr || *value == '\0') return device_max;
+  int64_t count = 0;
+  for (const char* c = value; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9') return device_max;
+    count = std::min<int64_t>(count * 10 + (*c - '0'), int64_t{1} << 30);
+  }
+  if (count < 1) return device_max;
+  int limit = 1;
+  while (limit * 2 <= count && limit * 2 <= device_max) limit *= 2;
+  return std::min(limit, device_max);
 }
 
 }  // namespace fusekit::gpu
