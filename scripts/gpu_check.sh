@@ -57,7 +57,15 @@ fi
 # once, the 163 such tests' times (each slowed by the other 15) added up to 44 minutes under
 # memcheck, 118 under racecheck and 109 under synccheck; the longest test took 6 minutes under
 # racecheck and 8 under synccheck.
-sanitize() { scripts/sanitize_tests.sh "$1" "$tests" "$LOG_DIR/$1" "${@:2}"; }
+# A tool's earlier run here leaves each test's time in LOG_DIR/TOOL/times.txt; the next run
+# starts the longest first (SANITIZE_TIMES). sanitize_env: extra environment for one pass.
+sanitize_env=()
+sanitize() {
+  local previous="$LOG_DIR/$1/times.txt"
+  [ -r "$previous" ] || previous=""
+  env "${sanitize_env[@]}" SANITIZE_TIMES="${SANITIZE_TIMES:-$previous}" \
+    scripts/sanitize_tests.sh "$1" "$tests" "$LOG_DIR/$1" "${@:2}"
+}
 if has memcheck; then
   run memcheck sanitize memcheck --leak-check full
 fi
@@ -70,17 +78,16 @@ if has racecheck; then
   # path instead, the tests that need 16 skip, and the 16-block launches are left to memcheck and
   # racecheck.
   probe="$BUILD_DIR/tests/cpp/fusekit_cluster_mailbox_check"
-  sync_env=()
   if [ -x "$probe" ] && "$probe" 16 4 > "$LOG_DIR/synccheck_probe.log" 2>&1 &&
      ! compute-sanitizer --tool synccheck "$probe" 16 4 >> "$LOG_DIR/synccheck_probe.log" 2>&1; then
     echo "== synccheck fails on 16-block clusters ($LOG_DIR/synccheck_probe.log):" \
       "FUSEKIT_MAX_CLUSTER_BLOCKS=8 for its pass"
-    sync_env=(FUSEKIT_MAX_CLUSTER_BLOCKS=8)
+    sanitize_env=(FUSEKIT_MAX_CLUSTER_BLOCKS=8)
   fi
   # synccheck tracks every mbarrier of a launch (the norm cluster kernel's mailboxes: two per
   # block of a full GPU) and stops the kernel when they overflow its default count.
-  run synccheck env "${sync_env[@]}" scripts/sanitize_tests.sh synccheck "$tests" \
-      "$LOG_DIR/synccheck" --num-cuda-barriers 65536
+  run synccheck sanitize synccheck --num-cuda-barriers 65536
+  sanitize_env=()
 fi
 if has bench; then
   run bench "$BUILD_DIR/bench/fusekit_bench" --json "$LOG_DIR/bench.json" ${BENCH_ARGS:-}

@@ -11,7 +11,8 @@
 #
 # Environment: SANITIZE_FILTER (gtest filter of the tests to run; default: every test that
 # launches GPU kernels, without the >2^31-element cases, which take minutes under
-# instrumentation), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16).
+# instrumentation), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16),
+# SANITIZE_TIMES (a previous run's LOG_DIR/times.txt: start the longest tests first).
 set -uo pipefail
 if [ "${1:-}" = --one ]; then  # internal: one test, one process
   shift
@@ -27,6 +28,14 @@ tool=$1 binary=$2 log_dir=$3; shift 3
 filter=${SANITIZE_FILTER:-'*gpu*:NormLaunchShapes.*:ActQuantLaunchShapes.*:-*HugeTensor*'}
 nproc_=$(nproc)
 jobs=${SANITIZE_JOBS:-$(( nproc_ < 16 ? nproc_ : 16 ))}
+# Heaviest first where SANITIZE_TIMES names a file of "seconds test" lines (a previous run's
+# LOG_DIR/times.txt): a long test started last holds up the whole run alone. Tests the file does
+# not name (new ones) start first. Read before LOG_DIR is emptied, since it may lie there.
+times=""
+if [ -n "${SANITIZE_TIMES:-}" ]; then
+  [ -r "$SANITIZE_TIMES" ] || { echo "SANITIZE_TIMES: cannot read $SANITIZE_TIMES" >&2; exit 2; }
+  times=$(cat "$SANITIZE_TIMES")
+fi
 rm -rf "$log_dir"
 mkdir -p "$log_dir"
 # gtest lists "Suite." lines, then "  Test  # GetParam() = ..." lines.
@@ -37,10 +46,15 @@ count=$(wc -l < "$log_dir/tests.txt")
 echo "$tool: $count tests, $jobs at a time"
 t0=$SECONDS
 export SANITIZE_TOOL_OPTIONS="$*"
+# order.txt: unnamed tests in listing order, then the named ones, longest first.
+printf '%s\n' "$times" |
+  awk 'NR == FNR { if (NF == 2 && $1 ~ /^[0-9]+([.][0-9]*)?$/) t[$2] = $1; next }
+       { print (($0 in t) ? t[$0] : 1e12), FNR, $0 }' - "$log_dir/tests.txt" |
+  sort -k1,1gr -k2,2n | cut -d' ' -f3- > "$log_dir/order.txt"
 # Test names hold no spaces: each line is "test log", two words for xargs.
 while read -r test; do
   echo "$test $log_dir/$(echo "$test" | tr '/' '_').log"
-done < "$log_dir/tests.txt" | xargs -L 1 -P "$jobs" bash "$0" --one "$tool" "$binary"
+done < "$log_dir/order.txt" | xargs -L 1 -P "$jobs" bash "$0" --one "$tool" "$binary"
 status=0 ran=0 skipped=0
 case $tool in
   memcheck) clean='ERROR SUMMARY: 0 errors' ;;
@@ -73,9 +87,13 @@ while read -r test; do
   fi
 done < "$log_dir/tests.txt"
 echo "$tool: $ran tests clean, $skipped skipped, in $((SECONDS - t0)) s"
-echo "$tool: the slowest tests (seconds, with the other processes running beside them):"
-for log in "$log_dir"/*.log; do
-  sed -n "s|^# rc=[0-9]* in \([0-9]*\) s$|\1 $(basename "$log" .log)|p" "$log"
-done | sort -rn | head -5 | sed 's/^/  /'
+# times.txt: "seconds test", for SANITIZE_TIMES in a later run.
+while read -r test; do
+  log="$log_dir/$(echo "$test" | tr '/' '_').log"
+  sed -n "s|^# rc=[0-9]* in \([0-9]*\) s$|\1 $test|p" "$log" 2>/dev/null
+done < "$log_dir/tests.txt" > "$log_dir/times.txt"
+echo "$tool: the slowest tests (seconds, with the other processes running beside them; all in" \
+  "$log_dir/times.txt):"
+sort -rn "$log_dir/times.txt" | head -5 | sed 's/^/  /'
 [ $status -eq 0 ] || echo "$tool: failures above; each test's log is under $log_dir"
 exit $status

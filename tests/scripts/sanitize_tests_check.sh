@@ -28,6 +28,7 @@ while [[ $1 == --* ]]; do
   esac
 done
 name=${2#--gtest_filter=}
+[ -n "${FAKE_ORDER_LOG:-}" ] && echo "$name" >> "$FAKE_ORDER_LOG"
 echo "========= COMPUTE-SANITIZER"
 no_gpu_call="========= Error: Target application terminated before first instrumented API call"
 if [[ -n ${FAKE_SKIP:-} && $name == *"$FAKE_SKIP"* ]]; then
@@ -92,4 +93,31 @@ expect "a process that died fails its test" 1 1 0 racecheck FAKE_DIE=FastDivide.
 expect "a failing test fails" 1 1 0 memcheck FAKE_FAIL=Half.RoundsToNearestEven
 expect "a test that ran without a GPU call fails" 1 1 0 memcheck \
   FAKE_NO_GPU=Half.RoundsToNearestEven
+
+# SANITIZE_TIMES: the tests it does not name first, in listing order, then the named ones longest
+# first; each run writes LOG_DIR/times.txt, which the next may read from the same LOG_DIR.
+printf '%s\n' "3 Half.RoundsToNearestEven" "7 FastDivide.LargeAndRandomDivisors" "not a time" \
+  "1 Half.OverflowAndSpecials" > "$work/times.txt"
+expected="Half.Fp16RoundTripsEveryPattern Half.Bf16RoundTripsEveryPattern"
+expected+=" FastDivide.EveryDivisorUpTo8192 FastDivide.PowersOfTwoAndNeighbours"
+expected+=" FastDivide.AllNumeratorsForTheLaunchSizesOfOneRow FastDivide.LargeAndRandomDivisors"
+expected+=" Half.RoundsToNearestEven Half.OverflowAndSpecials"
+for times in "$work/times.txt" "$work/logs/times.txt"; do
+  rm -f "$work/order.log"
+  env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*:FastDivide.*' SANITIZE_JOBS=1 \
+    SANITIZE_TIMES="$times" FAKE_ORDER_LOG="$work/order.log" \
+    bash "$script" memcheck "$binary" "$work/logs" > "$work/order.out" 2>&1
+  rc=$?
+  order=$(tr '\n' ' ' < "$work/order.log" 2>/dev/null)
+  if [ "$times" = "$work/times.txt" ] && [ "$rc" -eq 0 ] && [ "${order% }" = "$expected" ]; then
+    echo "ok: SANITIZE_TIMES starts unnamed tests first, then the longest"
+  elif [ "$times" != "$work/times.txt" ] && [ "$rc" -eq 0 ] &&
+       [ "$(wc -l < "$work/order.log")" -eq 8 ] && [ "$(wc -l < "$work/logs/times.txt")" -eq 8 ]; then
+    echo "ok: a run's times.txt orders the next run in the same LOG_DIR"
+  else
+    echo "FAIL: SANITIZE_TIMES=$times: rc $rc, order: $order"
+    sed 's/^/    /' "$work/order.out"
+    failures=$((failures + 1))
+  fi
+done
 [ "$failures" -eq 0 ] || exit 1
