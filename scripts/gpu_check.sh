@@ -71,12 +71,12 @@ if has memcheck; then
 fi
 if has racecheck; then
   run racecheck sanitize racecheck
-  # synccheck stops the cluster mailboxes' kernels at 16 blocks a cluster (with the
-  # compute-sanitizer of CUDA 13; tests/cpp/gpu_cluster_mailbox_check.cu shows it in a few lines).
-  # Where that check fails so, the synccheck pass caps clusters at the 8 blocks at which synccheck
-  # runs them (FUSEKIT_MAX_CLUSTER_BLOCKS): rows that would take 16-block clusters take the staged
-  # path instead, the tests that need 16 skip, and the 16-block launches are left to memcheck and
-  # racecheck.
+  # synccheck stops the cluster mailboxes' kernels in grids of several 16-block clusters (with
+  # the compute-sanitizer of CUDA 13; tests/cpp/gpu_cluster_mailbox_check.cu shows it in a few
+  # lines). Where that check fails so, the synccheck pass caps clusters at the 8 blocks at which
+  # synccheck runs them (FUSEKIT_MAX_CLUSTER_BLOCKS): rows that would take 16-block clusters take
+  # the staged path instead, the tests that need 16 skip, and the 16-block launches are left to
+  # memcheck and racecheck.
   probe="$BUILD_DIR/tests/cpp/fusekit_cluster_mailbox_check"
   if [ -x "$probe" ] && "$probe" 16 4 > "$LOG_DIR/synccheck_probe.log" 2>&1 &&
      ! compute-sanitizer --tool synccheck "$probe" 16 4 >> "$LOG_DIR/synccheck_probe.log" 2>&1; then

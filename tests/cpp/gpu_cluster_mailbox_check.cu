@@ -6,13 +6,15 @@
 //
 // It is also scripts/gpu_check.sh's probe of compute-sanitizer synccheck. On an H200 with
 // compute-sanitizer 2025.3.1 (CUDA 13, driver 580.159), a kernel of this form (the same
-// instructions) stopped under synccheck with "an illegal memory access" at 16 blocks a cluster,
-// and ran at 8; it ran right at both sizes without the tool. The norm cluster kernel fails the
-// same way under synccheck at 16 blocks (bf16 rows of 262144) and passes memcheck and racecheck.
-// Where this check fails under synccheck, gpu_check.sh caps clusters at 8 blocks for its synccheck
-// pass (FUSEKIT_MAX_CLUSTER_BLOCKS=8).
+// instructions, 8 clusters in the grid) stopped under synccheck with "an illegal memory access"
+// at 16 blocks a cluster, and ran at 8 blocks; it ran right at both sizes without the tool. The
+// norm cluster kernel does the same: grids of 8 or more 16-block clusters (bf16 rows of 262144,
+// M >= 8) stop under synccheck, while grids of 3 (NormLaunchShapes.Fp8ClusterShapesAgree...) and
+// every grid of 8-block clusters ran clean, and all of them pass memcheck and racecheck. Where
+// this check fails under synccheck, gpu_check.sh caps clusters at 8 blocks for its synccheck pass
+// (FUSEKIT_MAX_CLUSTER_BLOCKS=8).
 //
-//   fusekit_cluster_mailbox_check [blocks per cluster, 1-16 (16)] [rounds (4)]
+//   fusekit_cluster_mailbox_check [blocks per cluster, 1-16 (16)] [rounds (4)] [clusters (8)]
 //   compute-sanitizer --tool synccheck build/gpu/tests/cpp/fusekit_cluster_mailbox_check 16 4
 //
 // CUDA only (clusters are sm_90+), so it calls the CUDA runtime by name. Exit code 0 when every
@@ -20,6 +22,7 @@
 // included), 2 on bad arguments, 77 without a GPU that has clusters.
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "gpu/platform.h"
 
@@ -62,9 +65,10 @@ int main(int argc, char** argv) {
   using namespace fusekit::gpu;
   const int blocks = argc > 1 ? std::atoi(argv[1]) : 16;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 4;
-  if (blocks < 1 || blocks > kMaxClusterBlocks || rounds < 1) {
-    std::fprintf(stderr, "usage: %s [blocks per cluster, 1-%d] [rounds >= 1]\n", argv[0],
-                 kMaxClusterBlocks);
+  const int clusters = argc > 3 ? std::atoi(argv[3]) : 8;
+  if (blocks < 1 || blocks > kMaxClusterBlocks || rounds < 1 || clusters < 1 || clusters > 1024) {
+    std::fprintf(stderr, "usage: %s [blocks per cluster, 1-%d] [rounds >= 1] [clusters, 1-1024]\n",
+                 argv[0], kMaxClusterBlocks);
     return 2;
   }
   int devices = 0;
@@ -74,8 +78,7 @@ int main(int argc, char** argv) {
     std::printf("skipped: no GPU with thread-block clusters (sm_90+)\n");
     return 77;
   }
-  constexpr int kClusters = 8;
-  const int grid = blocks * kClusters;
+  const int grid = blocks * clusters;
   float* totals = nullptr;
   ErrorCode e = allow_large_clusters(exchange_kernel);
   if (e == kSuccess) e = cudaMalloc(&totals, grid * sizeof(float));
@@ -84,20 +87,22 @@ int main(int argc, char** argv) {
                          static_cast<unsigned>(blocks), rounds, totals);
   }
   if (e == kSuccess) e = cudaDeviceSynchronize();
-  float host[kMaxClusterBlocks * kClusters] = {};
+  std::vector<float> host(static_cast<size_t>(grid));
   if (e == kSuccess) {
-    e = cudaMemcpy(host, totals, grid * sizeof(float),
+    e = cudaMemcpy(host.data(), totals, grid * sizeof(float),
                                 cudaMemcpyDeviceToHost);
   }
   if (e != kSuccess) {
-    std::printf("clusters of %d blocks, %d rounds: %s\n", blocks, rounds, error_string(e));
+    std::printf("%d clusters of %d blocks, %d rounds: %s\n", clusters, blocks, rounds,
+                error_string(e));
     return 1;
   }
   const double expected = blocks * (blocks - 1) / 2.0 * rounds +
                           static_cast<double>(blocks) * rounds * (rounds - 1) / 2.0;
+  cudaFree(totals);
   int wrong = 0;
   for (int b = 0; b < grid; ++b) wrong += host[b] != expected;
-  std::printf("clusters of %d blocks, %d rounds: %d of %d blocks summed %g\n", blocks, rounds,
-              grid - wrong, grid, expected);
+  std::printf("%d clusters of %d blocks, %d rounds: %d of %d blocks summed %g\n", clusters, blocks,
+              rounds, grid - wrong, grid, expected);
   return wrong == 0 ? 0 : 1;
 }

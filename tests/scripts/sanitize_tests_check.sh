@@ -112,7 +112,8 @@ for times in "$work/times.txt" "$work/logs/times.txt"; do
   if [ "$times" = "$work/times.txt" ] && [ "$rc" -eq 0 ] && [ "${order% }" = "$expected" ]; then
     echo "ok: SANITIZE_TIMES starts unnamed tests first, then the longest"
   elif [ "$times" != "$work/times.txt" ] && [ "$rc" -eq 0 ] &&
-       [ "$(wc -l < "$work/order.log")" -eq 8 ] && [ "$(wc -l < "$work/logs/times.txt")" -eq 8 ]; then
+       [ "$(wc -l < "$work/order.log")" -eq 8 ] &&
+       [ "$(wc -l < "$work/logs/times.txt")" -eq 8 ]; then
     echo "ok: a run's times.txt orders the next run in the same LOG_DIR"
   else
     echo "FAIL: SANITIZE_TIMES=$times: rc $rc, order: $order"
