@@ -51,9 +51,10 @@ inline bool pdl_enabled_by_default() {
 // count from 1 (no clusters) up, taken down to a power of two and to device_max. Unset, empty or
 // anything else (a sign, trailing characters, 0): device_max. Why a cap: to keep every launch at
 // the portable cluster size (8), or off clusters, where 16-block clusters are unwanted, such as
-// under compute-sanitizer synccheck, which faults on them (scripts/synccheck_cluster16_repro.cu).
-// The launch heuristics already choose under any device_max (sm_80 and HIP have 1), so a cap
-// changes which path a long row takes, never whether the results are right.
+// under compute-sanitizer synccheck, which stops grids of several of them
+// (tests/cpp/gpu_cluster_mailbox_check.cu). The launch heuristics already choose under any
+// device_max (sm_80 and HIP have 1), so a cap changes which path a long row takes, never whether
+// the results are right.
 inline int cluster_blocks_limit(const char* value, int device_max) {
   if (value == nullptr || *value == '\0') return device_max;
   int64_t count = 0;
