@@ -53,10 +53,10 @@ if has test; then
   [ -x "$scale_check" ] && run scale_math "$scale_check"
 fi
 # Sanitizers: every test that launches GPU kernels, one process per test, several at once
-# (scripts/sanitize_tests.sh; SANITIZE_FILTER and SANITIZE_JOBS pass through). On an H200, 16 at
-# once, the 163 such tests' times (each slowed by the other 15) added up to 44 minutes under
-# memcheck, 118 under racecheck and 109 under synccheck; the longest test took 6 minutes under
-# racecheck and 8 under synccheck.
+# (scripts/sanitize_tests.sh; SANITIZE_FILTER, SANITIZE_JOBS and SANITIZE_TIMES pass through).
+# On an H200, 16 at once, the 163 such tests' times (each slowed by the other 15) added up to 44
+# minutes under memcheck, 118 under racecheck and 109 under synccheck; the longest test took 6
+# minutes under racecheck and 8 under synccheck.
 # A tool's earlier run here leaves each test's time in LOG_DIR/TOOL/times.txt; the next run
 # starts the longest first (SANITIZE_TIMES). sanitize_env: extra environment for one pass.
 sanitize_env=()
