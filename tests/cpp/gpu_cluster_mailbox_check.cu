@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
   if (e == kSuccess) e = cudaDeviceSynchronize();
   std::vector<float> host(static_cast<size_t>(grid));
   if (e == kSuccess) {
-    e = cudaMemcpy(host.data(), totals, grid * sizeof(float),
-                                cudaMemcpyDeviceToHost);
+    e = cudaMemcpy(host.data(), totals, grid * sizeof(float), cudaMemcpyDeviceToHost);
   }
+  cudaFree(totals);  // null (nothing to free) where the allocation failed
   if (e != kSuccess) {
     std::printf("%d clusters of %d blocks, %d rounds: %s\n", clusters, blocks, rounds,
                 error_string(e));
@@ -99,7 +99,6 @@ int main(int argc, char** argv) {
   }
   const double expected = blocks * (blocks - 1) / 2.0 * rounds +
                           static_cast<double>(blocks) * rounds * (rounds - 1) / 2.0;
-  cudaFree(totals);
   int wrong = 0;
   for (int b = 0; b < grid; ++b) wrong += host[b] != expected;
   std::printf("%d clusters of %d blocks, %d rounds: %d of %d blocks summed %g\n", clusters, blocks,
