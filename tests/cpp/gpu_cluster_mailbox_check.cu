@@ -7,10 +7,12 @@
 // It is also scripts/gpu_check.sh's probe of compute-sanitizer synccheck. On an H200 with
 // compute-sanitizer 2025.3.1 (CUDA 13, driver 580.159), a kernel of this form (the same
 // instructions, 8 clusters in the grid) stopped under synccheck with "an illegal memory access"
-// at 16 blocks a cluster, and ran at 8 blocks; it ran right at both sizes without the tool. The
-// norm cluster kernel does the same: grids of 8 or more 16-block clusters (bf16 rows of 262144,
-// M >= 8) stop under synccheck, while grids of 3 (NormLaunchShapes.Fp8ClusterShapesAgree...) and
-// every grid of 8-block clusters ran clean, and all of them pass memcheck and racecheck. Where
+// at 16 blocks a cluster, and ran at 8 blocks; it ran right at both sizes without the tool. With
+// 16 blocks it ran clean in grids of 1 to 6 clusters and stopped at 8 (7 not run); 8-block
+// clusters ran clean in grids of 32. The norm cluster kernel does the same: grids of 8 or more
+// 16-block clusters (bf16 rows of 262144, M >= 8) stop under synccheck, while grids of 3
+// (NormLaunchShapes.Fp8ClusterShapesAgree...) and every grid of 8-block clusters ran clean, and
+// all of them pass memcheck and racecheck. Where
 // this check fails under synccheck, gpu_check.sh caps clusters at 8 blocks for its synccheck pass
 // (FUSEKIT_MAX_CLUSTER_BLOCKS=8).
 //
