@@ -68,41 +68,41 @@ FUSEKIT_HOST_DEVICE constexpr uint32_t fp8_normal_float_bits(uint32_t e, uint32_
 }
 
 // float32 -> fp8 code of format F (Fp8E4M3FN or Fp8E4M3FNUZ). See the top of the file.
+//
+// Straight-line: both candidate codes, normal and subnormal, are computed and the right one
+// selected, with no branch. A kernel inlines this once per element (tens of times per thread in
+// the norm kernels), and a branchy form multiplied the control flow the compiler works through:
+// the fp8 norm kernels took a third longer to compile for AMD (bench/NOTES.md, "fp8 conversion
+// without branches"). It also leaves a GPU no divergent path. Checked equal to the earlier
+// branchy form for all 2^32 floats, and against an independent oracle by tests/cpp/test_fp8.cc.
 template <class F>
 FUSEKIT_HOST_DEVICE uint8_t float_to_fp8(float f) {
   constexpr int kMinNormalExp = 1 - F::kBias;  // unbiased exponent of the smallest normal
   constexpr uint32_t kMaxBits = fp8_normal_float_bits<F>(F::kMaxCode >> 3, F::kMaxCode & 7u);
   constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + kMinNormalExp) << 23;
-  // Half of the smallest subnormal, 2^(kMinNormalExp - 4): at or below it everything rounds to 0.
-  constexpr uint32_t kHalfSubnormalBits = static_cast<uint32_t>(127 + kMinNormalExp - 4) << 23;
+  // 2^(kMinNormalExp - 3 + 23), a float whose last mantissa bit is worth the smallest subnormal
+  // 2^(kMinNormalExp - 3): adding it to a magnitude below the smallest normal rounds that to a
+  // whole number of subnormal units, to nearest even (the float add's own rounding), and leaves
+  // the count in the sum's low mantissa bits (8 units: the smallest normal, code 8, is right).
+  constexpr uint32_t kSubnormalRounderBits =
+      static_cast<uint32_t>(127 + kMinNormalExp - 3 + 23) << 23;
 
   const uint32_t u = fp8_float_bits(f);
-  const uint32_t sign = (u >> 24) & 0x80u;
+  uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<uint8_t>(F::kNaNCode);
-  if (a >= kMaxBits) return static_cast<uint8_t>(sign | F::kMaxCode);  // saturate, infinities too
-
-  uint32_t code;
-  if (a >= kMinNormalBits) {
-    // Keep 3 of the 23 mantissa bits, rounding the 20 dropped ones to nearest even; a carry
-    // into the exponent field is the correct next binade. Then rebias the exponent.
-    const uint32_t rounded = a + 0x7FFFFu + ((a >> 20) & 1u);
-    code = (rounded >> 20) - ((127u - F::kBias) << 3);
-  } else if (a <= kHalfSubnormalBits) {
-    code = 0;  // ties at half the smallest subnormal go to the even neighbour, zero
-  } else {
-    // Subnormal result: the value in units of the smallest subnormal 2^(kMinNormalExp - 3),
-    // rounded to nearest even. a is a normal float here, with 24 significant bits in `mantissa`.
-    const int exponent = static_cast<int>(a >> 23) - 127;     // kMinNormalExp - 4 .. - 1
-    const int shift = 20 + kMinNormalExp - exponent;          // 21 .. 24
-    const uint32_t mantissa = (a & 0x7FFFFFu) | 0x800000u;
-    code = mantissa >> shift;
-    const uint32_t rest = mantissa & ((1u << shift) - 1u);
-    const uint32_t half = 1u << (shift - 1);
-    if (rest > half || (rest == half && (code & 1u))) ++code;  // 8 is the smallest normal: right
-  }
-  if (!F::kSignedZero && code == 0) return 0;
-  return static_cast<uint8_t>(sign | code);
+  // Normal result: keep 3 of the 23 mantissa bits, rounding the 20 dropped ones to nearest even
+  // (a carry into the exponent field is the correct next binade), then rebias the exponent.
+  const uint32_t normal = ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - ((127u - F::kBias) << 3);
+  // Subnormal result (or zero). The add cannot be contracted into an fma: its operand is rebuilt
+  // from integer bits, not a product. A float32 denormal `a` flushed to zero by the GPU still
+  // gives code 0, its right code.
+  const uint32_t subnormal =
+      fp8_float_bits(fp8_bits_float(a) + fp8_bits_float(kSubnormalRounderBits)) -
+      kSubnormalRounderBits;
+  uint32_t code = a >= kMinNormalBits ? normal : subnormal;
+  code = a >= kMaxBits ? F::kMaxCode : code;  // saturate, infinities too
+  if (!F::kSignedZero && code == 0) sign = 0;
+  return static_cast<uint8_t>(a > 0x7F800000u ? F::kNaNCode : (sign | code));
 }
 
 // fp8 code of format F -> float32 (exact; NaN codes give a quiet NaN).
