@@ -6,6 +6,7 @@
 # instantiates kWarp = 32 and 64 on HIP) and to report registers / LDS / scratch / spills.
 #
 #   .ci/gpu_compile_check.sh            # from anywhere; builds in <repo>/build/ci-hip
+#   .ci/gpu_compile_check.sh --tools-only   # only install what it needs (hipcc, cmake, ninja)
 #
 # Environment: FUSEKIT_CI_HIP_ARCHS (default "gfx90a;gfx1030"), FUSEKIT_CI_BUILD_DIR,
 # FUSEKIT_CI_JOBS (default: nproc), FUSEKIT_CI_FAIL_ON_SPILLS=1 to fail when a kernel that can run
@@ -38,6 +39,7 @@ if ((${#missing[@]})); then
   apt-get install -y "${missing[@]}"
 fi
 t_tools=$(date +%s)
+[[ "${1:-}" == --tools-only ]] && exit 0
 
 # ---- configure + build -----------------------------------------------------------------------
 mkdir -p "$build"
