@@ -51,6 +51,9 @@ if has test; then
   # CUDA builds: the dynamic fp8 scale's math over every float (tests/cpp/gpu_scale_math_check.cu).
   scale_check="$BUILD_DIR/tests/cpp/fusekit_scale_math_check"
   [ -x "$scale_check" ] && run scale_math "$scale_check"
+  # And float -> fp8 over every float, both formats and both GPU conversions, against the host.
+  fp8_check="$BUILD_DIR/tests/cpp/fusekit_fp8_conversion_check"
+  [ -x "$fp8_check" ] && run fp8_conversion "$fp8_check"
 fi
 # Sanitizers: every test that launches GPU kernels, one process per test, several at once
 # (scripts/sanitize_tests.sh; SANITIZE_FILTER, SANITIZE_JOBS and SANITIZE_TIMES pass through).
