@@ -4,9 +4,10 @@
 // Why integer bit manipulation: the CPU backend is the reference the GPU kernels are checked
 // against bit for bit, and the formats need the same rounding on NVIDIA, on AMD and on the CPU.
 // Hardware conversions exist only for some of them (sm_89+ for e4m3fn, gfx942 for e4m3fnuz) and
-// differ in their NaN and saturation rules; a conversion made only of integer operations on the
-// float's bits gives identical results everywhere, does not depend on denormal flushing, and costs
-// about a dozen integer instructions per element, which a memory-bound kernel hides.
+// differ in their NaN and saturation rules; a conversion made of integer operations on the
+// float's bits (and one float add, rounded to nearest even alike on every IEEE machine) gives
+// identical results everywhere, does not depend on denormal flushing, and costs under twenty
+// instructions per element, without a branch, which a memory-bound kernel hides.
 //
 // Encoding (both formats): bit 7 sign, bits 6..3 exponent field e, bits 2..0 mantissa m.
 //   e > 0: (-1)^s * (1 + m/8) * 2^(e - bias);   e == 0: (-1)^s * (m/8) * 2^(1 - bias).
@@ -72,7 +73,7 @@ FUSEKIT_HOST_DEVICE constexpr uint32_t fp8_normal_float_bits(uint32_t e, uint32_
 // Straight-line: both candidate codes, normal and subnormal, are computed and the right one
 // selected, with no branch. A kernel inlines this once per element (tens of times per thread in
 // the norm kernels), and a branchy form multiplied the control flow the compiler works through:
-// the fp8 norm kernels took a third longer to compile for AMD (bench/NOTES.md, "fp8 conversion
+// the fp8 norm kernels took 46% longer to compile for AMD (bench/NOTES.md, "fp8 conversion
 // without branches"). It also leaves a GPU no divergent path. Checked equal to the earlier
 // branchy form for all 2^32 floats, and against an independent oracle by tests/cpp/test_fp8.cc.
 template <class F>
