@@ -12,9 +12,8 @@
 // clusters ran clean in grids of 32. The norm cluster kernel does the same: grids of 8 or more
 // 16-block clusters (bf16 rows of 262144, M >= 8) stop under synccheck, while grids of 3
 // (NormLaunchShapes.Fp8ClusterShapesAgree...) and every grid of 8-block clusters ran clean, and
-// all of them pass memcheck and racecheck. Where
-// this check fails under synccheck, gpu_check.sh caps clusters at 8 blocks for its synccheck pass
-// (FUSEKIT_MAX_CLUSTER_BLOCKS=8).
+// all of them pass memcheck and racecheck. Where this check fails under synccheck, gpu_check.sh
+// caps clusters at 8 blocks for its synccheck pass (FUSEKIT_MAX_CLUSTER_BLOCKS=8).
 //
 //   fusekit_cluster_mailbox_check [blocks per cluster, 1-16 (16)] [rounds (4)] [clusters (8)]
 //   compute-sanitizer --tool synccheck build/gpu/tests/cpp/fusekit_cluster_mailbox_check 16 4
