@@ -1,7 +1,8 @@
 // The norm launch heuristic's rows past one block's registers (plain C++, no GPU needed): the
-// cluster path where the GPU has clusters and a cluster holds the row, the staged path elsewhere,
-// and RMSNorm's fp8 forms on the cluster only where its blocks cover the row exactly
-// (bench/NOTES.md, "Norm v29"). The other shapes are tested in test_norm_config.cc.
+// cluster path where the GPU has clusters and a cluster holds the row (in blocks that cover it
+// exactly, else slices of 512 groups), the staged path elsewhere, and RMSNorm's fp8 forms on the
+// cluster only where its blocks cover the row exactly (bench/NOTES.md, "Norm v29" and "Norm
+// v38"). The other shapes are tested in test_norm_config.cc.
 #include "gpu/norm/norm_config.h"
 
 #include <algorithm>
@@ -36,6 +37,7 @@ TEST(NormConfig, LongRowsSpreadOverAClusterWhereThereAreClusters) {
   c = choose_norm_config(s);
   EXPECT_EQ(c.path, NormConfig::Path::kCluster);
   EXPECT_EQ(c.cluster_blocks, 2);
+  EXPECT_EQ(c.block_threads, kNormClusterThreads);
   EXPECT_EQ(c.items, 4);
   for (int64_t rows : {1, 3, 1024, 100000}) {  // N alone decides (batch invariance)
     s.rows = rows;
@@ -72,6 +74,7 @@ TEST(NormConfig, ACapOnClusterBlocksTakesSmallerClustersOrTheStagedPath) {
       if (row.blocks <= cap) {
         EXPECT_EQ(c.path, NormConfig::Path::kCluster);
         EXPECT_EQ(c.cluster_blocks, row.blocks);
+        EXPECT_EQ(c.block_threads, kNormClusterThreads);
       } else {
         EXPECT_EQ(c.path, NormConfig::Path::kStaged);
       }
@@ -94,8 +97,9 @@ TEST(NormConfig, ACapOnClusterBlocksTakesSmallerClustersOrTheStagedPath) {
 }
 
 // RMSNorm's fp8 forms take the cluster only for rows its blocks cover exactly, decided by N alone
-// (an unaligned call of the same N takes the same path); their other long rows stay staged, while
-// the plain forms take the cluster for any row it holds.
+// (an unaligned call of the same N takes the same path): the plain forms' config where it covers
+// the row, else blocks of 64 or 32 threads that do, else the staged path; the plain forms take
+// the cluster for any row it holds.
 TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
   NormShape s;
   s.max_cluster_blocks = 16;
@@ -104,12 +108,14 @@ TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
   struct Row {
     int group;
     int64_t cols;
-    bool covered;
+    int fp8_blocks;   // 0: staged
+    int fp8_threads;  // 0: the plain forms' config
   };
   const Row rows[] = {
-      {8, 32768, true},  {8, 65536, true},   {8, 262144, true}, {8, 20480, false},
-      {8, 24576, false}, {8, 32760, false},  {8, 32769, false}, {4, 16384, true},
-      {4, 32768, true},  {4, 12288, false},  {4, 20000, false},
+      {8, 32768, 2, 0},   {8, 65536, 4, 0},  {8, 262144, 16, 0}, {8, 20480, 5, 0},
+      {8, 24576, 3, 0},   {8, 18432, 9, 64}, {8, 32760, 0, 0},   {8, 32769, 0, 0},
+      {8, 20000, 0, 0},   {4, 16384, 2, 0},  {4, 32768, 4, 0},   {4, 12288, 3, 0},
+      {4, 20000, 0, 0},   {4, 14848, 0, 0},
   };
   for (const Row& row : rows) {
     for (bool add : {false, true}) {
@@ -124,19 +130,81 @@ TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
         s.fp8_output = false;
         const NormConfig plain = choose_norm_config(s);
         ASSERT_EQ(plain.path, NormConfig::Path::kCluster);
-        EXPECT_EQ(cluster_covers_row(s, plain), row.covered);
+        EXPECT_EQ(cluster_covers_row(s, plain), row.fp8_blocks != 0 && row.fp8_threads == 0);
         s.fp8_output = true;
         for (int64_t m : {1, 256, 65536}) {
           s.rows = m;
           const NormConfig fp8 = choose_norm_config(s);
-          if (row.covered) {
+          if (row.fp8_blocks == 0) {
+            EXPECT_EQ(fp8.path, NormConfig::Path::kStaged);
+          } else if (row.fp8_threads == 0) {
             EXPECT_EQ(fp8.to_string(), plain.to_string());
           } else {
-            EXPECT_EQ(fp8.path, NormConfig::Path::kStaged);
+            ASSERT_EQ(fp8.path, NormConfig::Path::kCluster);
+            EXPECT_EQ(fp8.cluster_blocks, row.fp8_blocks);
+            EXPECT_EQ(fp8.block_threads, row.fp8_threads);
+            EXPECT_TRUE(cluster_covers_row(s, fp8));
           }
         }
         s.rows = 1;
       }
+    }
+  }
+}
+
+// Long rows take the widest blocks of 512, 256 or 128 threads (four groups each) that cover them
+// exactly; other rows slices of 512 groups (128 threads), as many as cover the row, the last one
+// short (never a block with nothing to do), and wider blocks only where the cap leaves too few.
+TEST(NormConfig, LongRowsTakeBlocksThatCoverThemOrSlicesOf512Groups) {
+  struct Row {
+    int group;
+    int64_t cols;
+    int cap;      // the GPU's largest cluster
+    int blocks;   // expected cluster blocks (0: staged)
+    int threads;  // expected threads per block
+  };
+  const Row rows[] = {
+      {8, 20480, 16, 5, 128},  // 2560 groups
+      {8, 24576, 16, 3, 256},  // 3072
+      {8, 18432, 16, 5, 128},  // 2304: the last block holds 256
+      {8, 18432, 4, 3, 256},   // the last block holds 256 of 1024
+      {8, 28672, 16, 7, 128},  // 3584
+      {8, 49152, 16, 3, 512},  // 6144
+      {8, 32768, 16, 2, 512},
+      {8, 40003, 16, 10, 128},  // not whole groups: 5001
+      {8, 65545, 16, 9, 256},   // 8194 groups: 17 slices of 512 would pass the cap
+      {8, 196608, 8, 0, 0},     // 24576 groups: 12 blocks of 512, over the cap
+      {8, 196608, 16, 12, 512},
+      {4, 12288, 16, 3, 256},
+      {4, 10240, 16, 5, 128},
+      {4, 14848, 16, 8, 128},  // 3712 groups
+  };
+  for (const Row& row : rows) {
+    NormShape s;
+    s.max_smem_bytes = 227 * 1024;
+    s.group_elems = row.group;
+    s.source_elem_bytes = 16 / row.group;
+    s.cols = row.cols;
+    s.max_cluster_blocks = row.cap;
+    SCOPED_TRACE("N=" + std::to_string(row.cols) + " group=" + std::to_string(row.group) +
+                 " cap=" + std::to_string(row.cap));
+    for (int64_t m : {1, 300, 65536}) {
+      s.rows = m;
+      const NormConfig c = choose_norm_config(s);
+      if (row.blocks == 0) {
+        EXPECT_EQ(c.path, NormConfig::Path::kStaged) << c.to_string();
+        continue;
+      }
+      ASSERT_EQ(c.path, NormConfig::Path::kCluster) << c.to_string();
+      EXPECT_EQ(c.cluster_blocks, row.blocks);
+      EXPECT_EQ(c.threads_per_row, row.threads);
+      EXPECT_EQ(c.block_threads, row.threads);
+      EXPECT_EQ(c.items, kNormClusterMaxItems);
+      const int64_t groups = (row.cols + row.group - 1) / row.group;
+      const int64_t slots = static_cast<int64_t>(c.cluster_blocks) * c.threads_per_row * c.items;
+      EXPECT_GE(slots, groups);
+      // No block with nothing to do.
+      EXPECT_LT(slots - groups, static_cast<int64_t>(c.threads_per_row) * c.items);
     }
   }
 }

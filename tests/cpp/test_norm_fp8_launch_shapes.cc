@@ -181,13 +181,15 @@ TEST(NormLaunchShapes, Fp8FixedThreadCountsGiveTheBitsOfTheGeneralKernels) {
 // RMSNorm's fp8 forms on the cluster path, with a dynamic scale: each cluster shape (2-16 blocks a
 // row, 1-4 groups per thread) against the staged path. The sums' order differs between them, so
 // y may differ in its last bits: each row's scale must agree to 2^-16 relative, and each value
-// (code x scale) to within one fp8 step (2^-3 relative, or the smallest subnormal step).
+// (code x scale) to within one fp8 step (2^-3 relative, or the smallest subnormal step). N =
+// 32768 and 20480 (2560 groups: clusters of 5 and 10 blocks cover it exactly, of 2 and 3 in
+// part) and 32765 (not whole groups).
 TEST(NormLaunchShapes, Fp8ClusterShapesAgreeWithTheStagedPath) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
-  for (int form = 0; form < 4; ++form) {
+  for (int form = 0; form < 6; ++form) {
     const bool add = (form & 1) != 0;
-    const int64_t n = (form & 2) != 0 ? 32768 - 3 : 32768;
+    const int64_t n = form < 2 ? 32768 : form < 4 ? 32768 - 3 : 20480;
     const DType dtype = DType::kBFloat16;
     const Fp8Format format = add ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
     const int64_t m = 3;
@@ -220,8 +222,11 @@ TEST(NormLaunchShapes, Fp8ClusterShapesAgreeWithTheStagedPath) {
                                       gpu::kNormStagedThreads, 0, &staged));
     Out expected;
     run(staged, &expected);
-    const std::pair<int, int> shapes[] = {{512, 1}, {512, 2}, {512, 4}, {256, 1}, {256, 4}};
-    for (const auto& [threads, items] : shapes) {  // 8, 4, 2, 16 and 4 blocks
+    // N = 32768: 8, 4, 2, 16 and 4 blocks; 20480: 5 (exact), 5 (two groups a thread), 2, 3, 10.
+    using Shapes = std::vector<std::pair<int, int>>;  // threads, items
+    const Shapes shapes = n == 20480 ? Shapes{{128, 4}, {256, 2}, {512, 4}, {256, 4}, {64, 4}}
+                                     : Shapes{{512, 1}, {512, 2}, {512, 4}, {256, 1}, {256, 4}};
+    for (const auto& [threads, items] : shapes) {
       gpu::NormConfig config;
       ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster, threads, items,
                                         &config));

@@ -46,12 +46,13 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const Backend backend = std::get<0>(GetParam());
   const NormOp op = std::get<1>(GetParam());
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {64, 128, 769, 2304, 4096, 5120, 5125, 7168, 12288, 65536, 262144}) {
+    for (int64_t n :
+         {64, 128, 769, 2304, 4096, 5120, 5125, 7168, 12288, 20480, 65536, 262144}) {
       const bool gpu = backend == Backend::kGPU;
       // The GPU's five-group kernel, and (2304 and 7168 bf16) its three- and four-group kernels
       // whose threads' last groups lie partly past the row (RowFit::kLastPartial); the CPU has
-      // no such paths.
-      if ((n == 2304 || n == 5120 || n == 7168) && !gpu) continue;
+      // no such paths. 12288 float32 and 20480 take clusters of 3 and 5 blocks.
+      if ((n == 2304 || n == 5120 || n == 7168 || n == 20480) && !gpu) continue;
       NormCase batch;
       batch.op = op;
       batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
@@ -290,14 +291,15 @@ TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
 // they need not agree bitwise; each must agree with the staged path (one block per row) to within
 // the rounding of the output: 2^-6 relative (a few ulps of bf16; the float32 sums of 32768 terms
 // differ far less). N = 32768 is covered exactly by each shape's blocks; N = 32765 is not whole
-// groups (the bounds-checked kernel).
+// groups (the bounds-checked kernel); N = 20480 (2560 groups) by clusters of 5 blocks (128 x 4,
+// 256 x 2, 512 x 1) exactly, of 2 and 3 in part.
 TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
-  // Each form at N = 32768 and 32765.
-  for (int form = 0; form < 8; ++form) {
+  // Each form at N = 32768, 32765 and 20480.
+  for (int form = 0; form < 12; ++form) {
     const bool layer = (form & 1) != 0, add = (form & 2) != 0;
-    const int64_t n = (form & 4) != 0 ? 32768 - 3 : 32768;
+    const int64_t n = form < 4 ? 32768 : form < 8 ? 32768 - 3 : 20480;
     const DType dtype = DType::kBFloat16;
     const int64_t m = 3;
     LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n + layer + 2 * add));
@@ -322,12 +324,17 @@ TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
                                       gpu::kNormStagedThreads, 0, &staged));
     RowBuffer expected(Backend::kGPU, dtype, m, n), expected_r(Backend::kGPU, dtype, m, n);
     run(staged, &expected, &expected_r);
-    for (int items : {1, 2, 4}) {  // 8, 4 and 2 blocks of 512 threads
+    // 32768 and 32765: 8, 4 and 2 blocks of 512 threads; 20480: the 5-block shapes, 2 and 3.
+    using Shapes = std::vector<std::pair<int, int>>;  // threads, items
+    const Shapes shapes = n == 20480 ? Shapes{{128, 4}, {256, 2}, {512, 1}, {512, 4}, {256, 4}}
+                                     : Shapes{{512, 1}, {512, 2}, {512, 4}};
+    for (const auto& [threads, items] : shapes) {
       SCOPED_TRACE("N=" + std::to_string(n) + " layer=" + std::to_string(layer) +
-                   " add=" + std::to_string(add) + " items=" + std::to_string(items));
+                   " add=" + std::to_string(add) + " threads=" + std::to_string(threads) +
+                   " items=" + std::to_string(items));
       gpu::NormConfig config;
-      ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster,
-                                        gpu::kNormClusterThreads, items, &config));
+      ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster, threads, items,
+                                        &config));
       RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
       run(config, &out, &r_out);
       int bad = 0;

@@ -125,7 +125,9 @@ TEST_P(NormValues, LongRows) {
   uint32_t seed = 3000;
   for (NormCase c : dtype_combinations()) {
     if (c.weight_dtype != c.x_dtype || c.x_dtype == DType::kFloat16) continue;
-    for (int64_t n : {32768, 65545, 262144}) {
+    // 20480: clusters of 5 blocks of 128 threads (bf16) or of 256 (float32) cover it exactly;
+    // 65545 takes 9 of 256 (bf16).
+    for (int64_t n : {20480, 32768, 65545, 262144}) {
       for (int64_t m : {1, 3}) {
         c.rows = m;
         c.cols = n;
@@ -138,10 +140,12 @@ TEST_P(NormValues, LongRows) {
     // cluster normalizes a dozen rows or so in turn, its exchange slots cycling through their
     // reuses (norm_cluster_kernel.cuh).
     if (backend() == Backend::kGPU) {
-      c.rows = 1500;
-      c.cols = 32768;
-      c.seed = seed++;
-      expect_case(c);
+      for (int64_t n : {32768, 20480}) {  // clusters of 2 and 5 blocks (bf16)
+        c.rows = 1500;
+        c.cols = n;
+        c.seed = seed++;
+        expect_case(c);
+      }
     }
   }
 }

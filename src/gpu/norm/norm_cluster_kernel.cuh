@@ -11,17 +11,17 @@
 
 namespace fusekit::gpu {
 
-// The cluster path: the cluster_blocks blocks of a cluster share one row, block r taking the
-// slice that starts at group r * threads * items. Each block sums its slice (row_sum) and sends
-// the partial to every block of the cluster (mailbox_send, platform.h); each block waits for the
-// cluster's partials in its own mailbox and adds them in rank order (the same tree, hence the
-// same bits, in every block). LayerNorm sends two values in one exchange: its slice's sum and its
-// squares about the slice's own mean (SliceMoments, norm_kernel.cuh), so a row of either kind
-// costs one exchange. RMSNorm's fp8 output with a dynamic scale adds a second, of max|y|: every
-// warp sends its maximum to every block, with no block reduction first, and each block takes the
-// max of what its mailbox received (cluster_nan_max, reduce.cuh, as the gated activations'
-// cluster kernel does). A max gives the same bits in any order, so the scale and codes are the
-// registers path's.
+// The cluster path: the cluster_blocks blocks of a cluster (any count up to kMaxClusterBlocks)
+// share one row, block r taking the slice that starts at group r * threads * items. Each block
+// sums its slice (row_sum) and sends the partial to every block of the cluster (mailbox_send,
+// platform.h); each block waits for the cluster's partials in its own mailbox and adds them in
+// rank order (the same tree, hence the same bits, in every block). LayerNorm sends two values in
+// one exchange: its slice's sum and its squares about the slice's own mean (SliceMoments,
+// norm_kernel.cuh), so a row of either kind costs one exchange. RMSNorm's fp8 output with a
+// dynamic scale adds a second, of max|y|: every warp sends its maximum to every block, with no
+// block reduction first, and each block takes the max of what its mailbox received
+// (cluster_nan_max, reduce.cuh, as the gated activations' cluster kernel does). A max gives the
+// same bits in any order, so the scale and codes are the registers path's.
 //
 // The grid is as many clusters as the GPU holds at once (max_resident_clusters), each looping over
 // rows cluster, cluster + clusters, ...: a cluster of up to 16 blocks launches only where one GPC
@@ -91,7 +91,13 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   int parity = 0;      // row parity: which set of slots this row uses
   unsigned phase = 0;  // the mailboxes' phase parity for this row (flips every second row)
   const int lane = t % K::kWarp;
-  const int lane_block = lane % blocks;  // the block whose values this lane combines
+  // The block whose values this lane combines: the lanes form groups of the next power of two
+  // of the block count, and a lane past the cluster's blocks adds zeros (clusters of 3, 5, 6 or
+  // 7 blocks cover rows of 3, 5, 6 or 7 x 2^k groups exactly; choose_norm_config).
+  int lanes_per_sum = 1;
+  while (lanes_per_sum < blocks) lanes_per_sum *= 2;
+  const int lane_block = lane % lanes_per_sum;
+  const bool lane_has_block = lane_block < blocks;
   auto block_total = [&](float v, int k) {
     return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[parity][k]);
   };
@@ -106,26 +112,28 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     }
     mailbox_wait(&mailbox[parity], phase);
   };
-  // RMSNorm: lane l takes block (l mod blocks)'s partial; the butterfly over `blocks` lanes then
-  // leaves the rank-ordered tree sum in every lane.
+  // RMSNorm: lane l takes block lane_block's partial; the butterfly over lanes_per_sum lanes
+  // then leaves the rank-ordered tree sum (padded with zeros) in every lane.
   auto reduce = [&](float v, int) {
     exchange(block_total(v, 0), 0.0f);
-    return warp_sum<K::kWarp>(partial[parity][0][lane_block], blocks);
+    return warp_sum<K::kWarp>(lane_has_block ? partial[parity][0][lane_block] : 0.0f,
+                              lanes_per_sum);
   };
   // LayerNorm: the row's mean from the slices' sums, as RMSNorm's total; its centred squares from
   // each slice's squares about its own centre c_b (Chan et al.'s pairwise update:
   // Q_b + 2 (c_b - m)(S_b - n_b c_b) + n_b (c_b - m)^2, which does not cancel), in rank order.
   auto combine = [&](float slice_sum, float slice_squares, float* mean, float* total) {
     exchange(slice_sum, slice_squares);
-    const float s_b = partial[parity][0][lane_block];
-    const float q_b = partial[parity][kValues - 1][lane_block];
+    const float s_b = lane_has_block ? partial[parity][0][lane_block] : 0.0f;
+    const float q_b = lane_has_block ? partial[parity][kValues - 1][lane_block] : 0.0f;
     const int elems_b = min(max(n - lane_block * slice_width, 0), slice_width);
     const float n_b = static_cast<float>(elems_b);
     const float c_b = slice_centre(s_b, elems_b);
     // + 0.0f: see finish_row.
-    *mean = warp_sum<K::kWarp>(s_b, blocks) / static_cast<float>(n) + 0.0f;
+    *mean = warp_sum<K::kWarp>(s_b, lanes_per_sum) / static_cast<float>(n) + 0.0f;
     const float d = c_b - *mean;
-    *total = warp_sum<K::kWarp>(q_b + 2.0f * d * (s_b - n_b * c_b) + n_b * d * d, blocks);
+    const float centred = q_b + 2.0f * d * (s_b - n_b * c_b) + n_b * d * d;
+    *total = warp_sum<K::kWarp>(lane_has_block ? centred : 0.0f, lanes_per_sum);
   };
   const SliceMoments<decltype(block_total), decltype(combine)> moments{
       min(max(n - first_col, 0), slice_width), block_total, combine};

@@ -4,10 +4,11 @@
 // --sweep mode times alternatives to it). Plain C++: no GPU header needed.
 //
 // Paths. Rows up to 2048 groups of 16 bytes (N = 16384 bf16) stay in the registers of one block.
-// Longer rows, where the GPU has thread-block clusters, are split over the blocks of a cluster,
-// still in registers, their partial sums combined through distributed shared memory (one read and
-// one write of the row, as for short rows); RMSNorm's fp8 forms only where the cluster's blocks
-// cover the row exactly (cluster_covers_row). Elsewhere (no clusters, rows beyond what a cluster
+// Longer rows, where the GPU has thread-block clusters, are split over the blocks of a cluster
+// (blocks that cover the row exactly where some do, else slices of 512 groups), still in
+// registers, their partial sums combined through distributed shared memory (one read and one
+// write of the row, as for short rows); RMSNorm's fp8 forms only where the cluster's blocks cover
+// the row exactly (cluster_covers_row). Elsewhere (no clusters, rows beyond what a cluster
 // holds, the fp8 forms' other rows) the staged path keeps what fits of the row in shared memory
 // and re-reads the rest.
 //
@@ -161,7 +162,10 @@ constexpr int kNormMaxOutputParts = 4;  // registers path: NormConfig::output_pa
 constexpr int kNormMaxSplitBlocks = 8;   // registers path: NormConfig::split_blocks (portable)
 // Staged path: threads per row (the kernel's launch bound; 128 registers per thread).
 constexpr int kNormStagedThreads = 512;
-// Cluster path: threads per block, and 16-byte groups per thread (the row's slice in registers).
+// Cluster path: threads per block (the fewest the heuristic takes for a row that no block of
+// 128-512 threads covers exactly, and the most), and 16-byte groups per thread (the row's slice
+// in registers).
+constexpr int kNormClusterMinThreads = 128;
 constexpr int kNormClusterThreads = 512;
 constexpr int kNormClusterMaxItems = 4;
 
@@ -199,7 +203,7 @@ bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config);
 // kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly, or three with each
 // thread's last group partly past the row (items_last_partial), where shape.whole_groups and
 // odd_items_built), a cluster-path config with blocks of `threads_per_row`
-// threads x `items` groups (as many blocks per row as cover it, a power of two), or the staged
+// threads x `items` groups (as many blocks per row as cover it, any count), or the staged
 // path with `threads_per_row` threads; used by the heuristic, the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.
 bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads_per_row,

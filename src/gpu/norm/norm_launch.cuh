@@ -255,12 +255,13 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   // The cluster kernel loops over rows in as many clusters as the GPU holds at once.
   int64_t resident_clusters = 0;
   if (cluster) {
-    // Per RowFit (one kernel each) and cluster size (a power of two up to 16), for the block size
-    // last asked about (the heuristic always takes kNormClusterThreads): count << 4 | log2(block
-    // size); 0: not yet asked.
-    static std::atomic<int> resident[kRowFitCount][5][kMaxDevicesTracked];
-    std::atomic<int>& known = resident[static_cast<int>(fit)][log2_floor(cluster_blocks) % 5]
-                                      [info.index % kMaxDevicesTracked];
+    // Per RowFit (one kernel each) and cluster size (up to kMaxClusterBlocks), for the block size
+    // last asked about (a row's blocks are fixed by N): count << 4 | log2(block size); 0: not yet
+    // asked.
+    static std::atomic<int> resident[kRowFitCount][kMaxClusterBlocks + 1][kMaxDevicesTracked];
+    std::atomic<int>& known =
+        resident[static_cast<int>(fit)][std::min(cluster_blocks, kMaxClusterBlocks)]
+                [info.index % kMaxDevicesTracked];
     const int threads_log2 = log2_floor(cfg.block_threads);
     const int cached = known.load();
     int count = cached >> 4;
