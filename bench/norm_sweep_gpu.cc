@@ -131,7 +131,7 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   // The cluster path too, where the GPU has clusters and the row spans at least two blocks: at
   // small batches it spreads a row's traffic over several SMs (its summation order is its own,
   // which is why the heuristic takes it only by N).
-  for (int threads : {128, 256, 512}) {
+  for (int threads : {64, 128, 256, 512}) {
     for (int items : {1, 2, 4}) {
       if (gpu::make_norm_config(shape, NormConfig::Path::kCluster, threads, items, &c) &&
           c.cluster_blocks > 1) {
