@@ -130,8 +130,11 @@ Status act_quant_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
   if (!s.ok()) return s;
   std::vector<gpu::ActQuantConfig> configs = {gpu::choose_act_quant_config(shape)};
   for (int items : {1, 2, 4}) {
-    gpu::ActQuantConfig c;
-    if (gpu::make_act_quant_cluster_config(shape, items, &c)) add_unique(&configs, c);
+    // The fewest warps a block that cover the row, and the widest blocks.
+    for (int threads : {0, gpu::kActQuantClusterMaxThreads}) {
+      gpu::ActQuantConfig c;
+      if (gpu::make_act_quant_cluster_config(shape, items, &c, threads)) add_unique(&configs, c);
+    }
   }
   add_unique(&configs, gpu::make_act_quant_block_config(shape));
   variants_of(

@@ -84,8 +84,14 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
             ASSERT_TRUE(2 * m < s.sm_count ||
                         (q.items == 4 && block_threads > kActQuantCompactThreads));
             ASSERT_LE(q.cluster_blocks, std::min(s.max_cluster_blocks, kActQuantMaxClusterBlocks));
-            ASSERT_EQ(q.block_threads, kActQuantClusterThreads);
             ASSERT_TRUE(q.items == 1 || q.items == 2 || q.items == 4);
+            // As few blocks as the widest would take, each of the fewest warps that cover the
+            // row with that count.
+            const int64_t row_threads = ceil_div(groups, q.items);
+            ASSERT_EQ(q.cluster_blocks, ceil_div(row_threads, kActQuantClusterMaxThreads));
+            ASSERT_LE(q.block_threads, kActQuantClusterMaxThreads);
+            ASSERT_GE(int64_t{q.block_threads} * q.cluster_blocks, row_threads);
+            ASSERT_LT(int64_t{q.block_threads - s.warp_size} * q.cluster_blocks, row_threads);
             const int64_t per_block = static_cast<int64_t>(q.block_threads) * q.items;
             ASSERT_GE(q.cluster_blocks * per_block, groups);        // the row is covered
             ASSERT_LT((q.cluster_blocks - 1) * per_block, groups);  // and no block is idle
@@ -126,17 +132,17 @@ TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
   s.cols = 14336;                // bf16: 1792 groups
   s.rows = 1;
   ActQuantConfig q = choose_act_quant_config(s);
-  EXPECT_EQ(q.cluster_blocks, 7) << q.to_string();
+  EXPECT_EQ(q.cluster_blocks, 8) << q.to_string();  // 224 threads each
   EXPECT_EQ(q.items, 1);
   s.rows = 32;
-  EXPECT_EQ(choose_act_quant_config(s).grid, 32 * 7);
+  EXPECT_EQ(choose_act_quant_config(s).grid, 32 * 8);
   s.cols = 28672;  // 3584 groups: two per thread keep the cluster within 8 blocks
   s.rows = 1;
   q = choose_act_quant_config(s);
-  EXPECT_EQ(q.cluster_blocks, 7) << q.to_string();
+  EXPECT_EQ(q.cluster_blocks, 8) << q.to_string();
   EXPECT_EQ(q.items, 2);
   s.rows = 65;  // rows for fewer than half the SMs: still split
-  EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 7);
+  EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 8);
   s.rows = 66;  // from half the SMs on, four groups per thread: past the compact block, still
                 // split (RowsPastTheCompactBlockTakeClusters)
   q = choose_act_quant_config(s);
@@ -172,18 +178,24 @@ TEST(ActConfig, QuantizedRowsTakeThirtyTwoElementsPerThread) {
   }
 }
 
-// Rows past the compact block (N > 14336) at any batch: a cluster of 256-thread blocks at four
-// groups per thread, up to the portable eight blocks (N = 65536 bf16, 32768 float32); rows that
-// fit the compact block keep it, and GPUs without clusters take the wide block.
+// Rows past the compact block (N > 14336) at any batch, up to what eight blocks hold (N = 57344
+// bf16, 28672 float32): a cluster at four groups per thread, as few blocks as the widest (224
+// threads) would take, each of the fewest warps that cover the row. Rows that fit the compact
+// block keep it, longer rows keep the wide block or two passes, and so do GPUs without clusters.
 TEST(ActConfig, RowsPastTheCompactBlockTakeClusters) {
   struct Case {
     int group;
     int64_t cols;
     int cluster_blocks;  // 1: a block per row
+    int block_threads;   // of the cluster's blocks
   };
-  for (const Case& k : {Case{8, 14336, 1}, Case{8, 18944, 3}, Case{8, 22016, 3},
-                        Case{8, 28672, 4}, Case{4, 14336, 1}, Case{4, 18944, 5},
-                        Case{4, 28672, 7}}) {
+  // N = 18944 bf16: 592 threads in 3 x 224 (slices of 896, 896 and 576 groups); 22016: 688 in
+  // 4 x 192; 40960 (past the wide block's 32768): 1280 in 6 x 224.
+  for (const Case& k :
+       {Case{8, 14336, 1, 0}, Case{8, 18944, 3, 224}, Case{8, 22016, 4, 192},
+        Case{8, 28672, 4, 224}, Case{8, 32768, 5, 224}, Case{8, 40960, 6, 224},
+        Case{8, 57344, 8, 224}, Case{8, 57352, 1, 0}, Case{4, 14336, 1, 0}, Case{4, 18944, 6, 224},
+        Case{4, 28672, 8, 224}, Case{4, 17000, 5, 224}, Case{4, 28676, 1, 0}}) {
     for (const int64_t m : {int64_t{2048}, int64_t{16384}, int64_t{1} << 20}) {
       ActShape s = device_shape(0);  // H100
       s.group_elems = k.group;
@@ -192,18 +204,19 @@ TEST(ActConfig, RowsPastTheCompactBlockTakeClusters) {
       ActQuantConfig q = choose_act_quant_config(s);
       SCOPED_TRACE("group=" + std::to_string(k.group) + " n=" + std::to_string(k.cols) +
                    " m=" + std::to_string(m) + " " + q.to_string());
+      const ActQuantConfig block = make_act_quant_block_config(s);
       EXPECT_EQ(q.cluster_blocks, k.cluster_blocks);
       if (k.cluster_blocks > 1) {
         EXPECT_EQ(q.items, 4);
-        EXPECT_EQ(q.block_threads, kActQuantClusterThreads);
+        EXPECT_EQ(q.block_threads, k.block_threads);
         EXPECT_EQ(q.grid, m * k.cluster_blocks);
       } else {
-        EXPECT_EQ(q.block_threads, 448);
+        EXPECT_EQ(q.to_string(), block.to_string());
+        if (k.cols == 14336) EXPECT_EQ(q.block_threads, 448);  // the compact block
       }
       s.max_cluster_blocks = 1;  // no clusters (HIP, before sm_90): a block per row
       q = choose_act_quant_config(s);
-      EXPECT_EQ(q.cluster_blocks, 1);
-      EXPECT_EQ(q.block_threads, static_cast<int>(ceil_div(ceil_div(k.cols, 32), 32) * 32));
+      EXPECT_EQ(q.to_string(), block.to_string());
     }
   }
 }

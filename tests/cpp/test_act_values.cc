@@ -91,9 +91,10 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
     c.scale_upper_bound = 1e-3f;
     c.seed = seed++;
     cases.push_back(c);
-    // More rows than an H100 has SMs, so each row gets a block of its own, with rows long enough
-    // for each build of that kernel: 2500 groups (640 threads, the wide build), 3584 float32
-    // groups (896 threads) and 5001 groups (past 1024 threads x 4: two passes).
+    // More rows than an H100 has SMs, with long rows: 2500 bf16 groups (a cluster of three
+    // blocks where the GPU has clusters, else the wide build's 640 threads), 14336 float32 (the
+    // compact block's 448 threads) and 5001 groups (past 1024 threads x 4: a cluster of six, else
+    // two passes).
     const std::pair<DType, int64_t> long_rows[] = {
         {DType::kBFloat16, 20000}, {DType::kFloat32, 14336}, {DType::kBFloat16, 40003}};
     for (const auto& [dtype, n] : long_rows) {
@@ -318,6 +319,17 @@ TEST(ActQuantLaunchShapes, EveryKernelBuildWritesTheCpuBits) {
     variants.push_back({"cluster, " + std::to_string(items) + " groups a thread",
                         [items](const ActShape& s, ActQuantConfig* c) {
                           return gpu::make_act_quant_cluster_config(s, items, c);
+                        }});
+  }
+  // Blocks of a given width rather than the fewest warps that cover the row: the widest, and
+  // three warps.
+  for (const auto [items, threads] : {std::pair{gpu::kActQuantClusterMaxItems,
+                                                gpu::kActQuantClusterMaxThreads},
+                                      std::pair{1, 96}}) {
+    variants.push_back({"cluster, " + std::to_string(items) + " groups a thread, " +
+                            std::to_string(threads) + "-thread blocks",
+                        [items = items, threads = threads](const ActShape& s, ActQuantConfig* c) {
+                          return gpu::make_act_quant_cluster_config(s, items, c, threads);
                         }});
   }
   struct RowKind {

@@ -151,13 +151,28 @@ bool act_forward_is_compact(const ActElementwiseConfig& c, const ActShape& shape
          c.rows_per_pass >= std::max<int64_t>(shape.rows, 1) && shape.cols % c.group_elems == 0;
 }
 
-bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config) {
+bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config,
+                                   int block_threads) {
   const int cluster_limit = std::min(shape.max_cluster_blocks, kActQuantMaxClusterBlocks);
   if (items != 1 && items != 2 && items != kActQuantClusterMaxItems) return false;
-  const int64_t blocks = ceil_div(row_groups(shape), int64_t{kActQuantClusterThreads} * items);
+  const int64_t warp = shape.warp_size;
+  if (block_threads != 0 && (block_threads < warp || block_threads % warp != 0 ||
+                             block_threads > kActQuantClusterMaxThreads)) {
+    return false;
+  }
+  // The row's threads, then as few blocks as the widest takes, each as narrow as covers the row
+  // with that count (N = 22016 bf16, 688 threads at four groups: four blocks of 192 threads, not
+  // of 224 with the last one 64 threads short). The rows are latency-bound: what counts is the
+  // bytes an SM holds in flight, and threads past the row hold registers that a further block
+  // could use (kActQuantClusterBlocksPerSm; bench/NOTES.md, "fp8 act_and_mul v20").
+  const int64_t threads = ceil_div(row_groups(shape), int64_t{items});
+  const int64_t width = block_threads != 0 ? block_threads : kActQuantClusterMaxThreads;
+  const int64_t blocks = ceil_div(threads, width);
   if (blocks < 2 || blocks > cluster_limit || shape.rows < 1) return false;
   ActQuantConfig c;
-  c.block_threads = kActQuantClusterThreads;
+  c.block_threads = static_cast<int>(block_threads != 0
+                                         ? block_threads
+                                         : ceil_div(ceil_div(threads, blocks), warp) * warp);
   c.items = items;
   c.cluster_blocks = static_cast<int>(blocks);
   c.grid = shape.rows * blocks;
@@ -215,16 +230,19 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   }
   // Rows past the compact block (N > 14336: its 448 threads at 32 elements each) at larger
   // batches: split over a cluster at four groups per thread as well, where that takes at most
-  // kActQuantMaxClusterBlocks blocks. The wide block they took holds one row an SM by its
-  // registers (19-28 warps); the cluster's 256-thread blocks keep y in registers and several rows
-  // an SM. Sweep on an H100 (bench/NOTES.md, "fp8 act_and_mul v19"), % of copy at M = 16384 /
-  // 2048, silu bf16: N = 18944 65.5 -> 86.2 / 62.7 -> 78.4, 22016 70.1 -> 93.3 / 66.3 -> 85.4,
-  // 28672 80.2 -> 90.4 / 73.7 -> 84.8 (gelu_tanh likewise); float32 N = 18944 75.9 -> 98.6,
-  // 28672 85.4 -> 99.5. At N = 14336 two such blocks measured level with the compact block
-  // (95.6 against 96.3), so rows that fit it keep it; rows past the wide block (two passes) were
-  // not measured and keep their path.
+  // kActQuantMaxClusterBlocks blocks (N <= 57344 for 16-bit inputs, 28672 for float32). The wide
+  // block they took holds one row an SM by its registers (19-28 warps), and rows past it read
+  // their inputs twice; the cluster's blocks keep y in registers and several rows an SM.
+  // Measured on an H100 with 256-thread blocks of uncapped registers (bench/NOTES.md, "fp8
+  // act_and_mul v19"), % of copy at M = 16384 / 2048, silu bf16: N = 18944 65.5 -> 86.2 / 62.7
+  // -> 78.4, 28672 80.2 -> 90.4 / 73.7 -> 84.8; float32 N = 18944 75.9 -> 98.6. On an H200 with
+  // today's blocks (v20), against the wide block / two passes, time at M = 16384: silu N = 18944
+  // 0.73x, 28672 0.78x, 40960 0.62x, 49152 0.63x; gelu 18944 0.78x; at M = 1 (graph) N = 40960
+  // 2.8 against 12.6 us. Rows that fit the compact block keep it: at N = 14336 two such blocks
+  // measured level with it at M >= 2048 (H100: 95.6 against 96.3% of copy; H200: 334 against
+  // 342 us) and slower at M = 256 (graph, H200: 7.6 against 6.8 us).
   const ActQuantConfig block = make_act_quant_block_config(shape);
-  if (block.items > 0 && block.block_threads > kActQuantCompactThreads) {
+  if (block.items == 0 || block.block_threads > kActQuantCompactThreads) {
     ActQuantConfig c;
     if (make_act_quant_cluster_config(shape, kActQuantClusterMaxItems, &c) && c.grid <= kMaxGrid) {
       return c;

@@ -44,8 +44,9 @@ struct ActElementwiseConfig {
 // inputs are read twice, the second time mostly from L2).
 //
 // Cluster path (cluster_blocks > 1, on GPUs with thread-block clusters): each row is split over
-// cluster_blocks blocks of kActQuantClusterThreads threads, `items` (1, 2 or 4) groups per thread,
-// y in registers; grid = rows * cluster_blocks. Taken for fewer rows than SMs, so that a decode
+// cluster_blocks blocks of block_threads threads (a multiple of the warp, at most
+// kActQuantClusterMaxThreads), `items` (1, 2 or 4) groups per thread, y in registers; grid = rows *
+// cluster_blocks. Taken for fewer rows than SMs, so that a decode
 // step's math runs on several SMs, and for rows longer than the compact block takes at any batch
 // (act_config.cc).
 struct ActQuantConfig {
@@ -83,7 +84,11 @@ constexpr int act_quant_items(int group_elems) { return kActQuantElemsPerThread 
 constexpr int kActQuantCompactThreads = 448;
 constexpr int kActQuantCompactBlocksPerSm = 3;
 constexpr int kActMaxBlockThreads = 1024;
-constexpr int kActQuantClusterThreads = 256;  // cluster path: threads per block
+// Cluster path: the most threads per block, and the blocks of that many per SM its registers are
+// capped for (56 registers: five blocks of 224 threads, six of 192). Its rows are latency-bound,
+// so the bytes an SM holds in flight set the pace (act_config.cc).
+constexpr int kActQuantClusterMaxThreads = 224;
+constexpr int kActQuantClusterBlocksPerSm = 5;
 constexpr int kActQuantClusterMaxItems = 4;    // cluster path: groups per thread (1, 2 or 4)
 // Elementwise kernels: threads per block; the most groups a thread takes (large batches); and the
 // most threads of one launch before the threads loop over the rows (2^27: a grid of 512K blocks,
@@ -133,8 +138,13 @@ bool act_layout_admits_compact(int64_t rows, int64_t cols, bool widest_access,
 bool act_forward_is_compact(const ActElementwiseConfig& c, const ActShape& shape);
 // The heuristic's two kinds of quantizing configuration, also for the benchmark's sweep: rows
 // split over a cluster at `items` groups per thread (false where that takes fewer than two
-// blocks, more than the cluster limit, or items is not 1, 2 or 4), and one block per row.
-bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config);
+// blocks, more than the cluster limit, or items is not 1, 2 or 4), and one block per row. The
+// cluster takes as few blocks as kActQuantClusterMaxThreads-thread blocks would, each of the
+// fewest warps that with that count still cover the row (block_threads = 0), or blocks of
+// block_threads threads (a multiple of the warp, at most kActQuantClusterMaxThreads; false
+// otherwise).
+bool make_act_quant_cluster_config(const ActShape& shape, int items, ActQuantConfig* config,
+                                   int block_threads = 0);
 ActQuantConfig make_act_quant_block_config(const ActShape& shape);
 
 }  // namespace fusekit::gpu

@@ -53,6 +53,14 @@ Status run(ActLaunch& l, Activation act, int device,
   if (l.kind == ActKernelKind::kQuantFp8) {
     l.quant = overrides.quant != nullptr ? *overrides.quant : choose_act_quant_config(shape);
     l.args.cluster_blocks = l.quant.cluster_blocks;
+    const int threads = l.quant.block_threads;
+    if (l.quant.cluster_blocks > 1 && (threads < info.warp_size || threads % info.warp_size != 0 ||
+                                       threads > kActQuantClusterMaxThreads)) {
+      // The cluster kernel's launch bound and its per-warp maxima: whole warps up to that width.
+      return Status::runtime_error("act_and_mul: cluster blocks of " + std::to_string(threads) +
+                                   " threads; the kernel takes whole warps up to " +
+                                   std::to_string(kActQuantClusterMaxThreads));
+    }
   } else {
     if (!act_elementwise_row_fits(shape)) {
       return Status::unsupported("act_and_mul: rows of " + std::to_string(shape.cols) +

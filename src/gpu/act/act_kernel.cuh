@@ -462,7 +462,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
 // in a stream of launches each one's barrier overlaps the end of the one before (bench/NOTES.md,
 // "fp8 act_and_mul v13": 2.7 -> 1.8 us at M = 1).
 template <class K, class Format, int kWarp, int kItems>
-__global__ void __launch_bounds__(kActQuantClusterThreads)
+__global__ void __launch_bounds__(kActQuantClusterMaxThreads, kActQuantClusterBlocksPerSm)
     act_quant_cluster_kernel(ActKernelArgs a) {
   if constexpr (!warp_size_compiled<kWarp>() || !clusters_compiled()) {
     return;
@@ -470,8 +470,10 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     using T = typename K::T;
     constexpr int G = K::kGroup;
     static_assert(kActQuantMaxClusterBlocks <= kWarp, "a lane per block of the cluster");
-    constexpr int kWarps = kActQuantClusterThreads / kWarp;
-    __shared__ float warp_max[kActQuantMaxClusterBlocks * kWarps];  // [sender rank][sender warp]
+    // Blocks of any whole number of warps up to kActQuantClusterMaxThreads (the config's width).
+    constexpr int kMaxWarps = kActQuantClusterMaxThreads / kWarp;
+    const int warps = static_cast<int>(blockDim.x) / kWarp;
+    __shared__ float warp_max[kActQuantMaxClusterBlocks * kMaxWarps];  // [sender rank][warp]
     __shared__ ClusterMailbox mailbox;
     const int blocks = a.cluster_blocks;
     const unsigned rank = cluster_block_rank();
@@ -491,7 +493,7 @@ __global__ void __launch_bounds__(kActQuantClusterThreads)
     const T* up = static_cast<const T*>(a.up) + row * a.up_stride;
     float y[kItems][G];
     float max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
-    max_abs = cluster_nan_max<kWarp>(max_abs, warp_max, &mailbox, blocks, rank, kWarps, 0);
+    max_abs = cluster_nan_max<kWarp>(max_abs, warp_max, &mailbox, blocks, rank, warps, 0);
     const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
     const float inverse = detail::fp8_inverse_row_scale(scale);
     uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;

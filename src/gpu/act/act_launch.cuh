@@ -51,7 +51,7 @@ Status launch_act_kernel(const ActLaunch& l) {
         if (l.quant.cluster_blocks > 1) {
           const int blocks = l.quant.cluster_blocks;
           const dim3 grid(static_cast<unsigned>(l.args.rows * blocks));
-          const dim3 block(static_cast<unsigned>(kActQuantClusterThreads));
+          const dim3 block(static_cast<unsigned>(l.quant.block_threads));
           return dispatch_int<1, 2, 4>(l.quant.items, [&](auto items_tag) {
             constexpr int kItems = decltype(items_tag)::value;
             return launch_clustered(act_quant_cluster_kernel<K, F, kWarp, kItems>, grid, block, 0,
