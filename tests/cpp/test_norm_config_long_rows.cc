@@ -99,7 +99,7 @@ TEST(NormConfig, ACapOnClusterBlocksTakesSmallerClustersOrTheStagedPath) {
 // RMSNorm's fp8 forms take the cluster only for rows its blocks cover exactly, decided by N alone
 // (an unaligned call of the same N takes the same path): the plain forms' config where it covers
 // the row, else blocks of 64 or 32 threads that do, else the staged path; the plain forms take
-// the cluster for any row it holds.
+// the cluster for any row it holds (the fused add's also in blocks of 64 or 32 that cover it).
 TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
   NormShape s;
   s.max_cluster_blocks = 16;
@@ -130,7 +130,8 @@ TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
         s.fp8_output = false;
         const NormConfig plain = choose_norm_config(s);
         ASSERT_EQ(plain.path, NormConfig::Path::kCluster);
-        EXPECT_EQ(cluster_covers_row(s, plain), row.fp8_blocks != 0 && row.fp8_threads == 0);
+        EXPECT_EQ(cluster_covers_row(s, plain),
+                  row.fp8_blocks != 0 && (row.fp8_threads == 0 || add));
         s.fp8_output = true;
         for (int64_t m : {1, 256, 65536}) {
           s.rows = m;
@@ -149,6 +150,44 @@ TEST(NormConfig, Fp8FormsTakeTheClusterOnlyWhereItsBlocksCoverTheRow) {
         s.rows = 1;
       }
     }
+  }
+}
+
+// RMSNorm's fused add (plain output) takes blocks of 64 or 32 threads that cover the row exactly
+// before slices of 512 groups, after the wider exact covers; rms_norm and LayerNorm with or
+// without the add take the slices.
+TEST(NormConfig, TheFusedAddTakesNarrowExactCoversBeforeSlices) {
+  struct Row {
+    int64_t cols;
+    int blocks;   // the fused add's cluster
+    int threads;
+  };
+  const Row rows[] = {
+      {18432, 9, 64},   // 2304 groups
+      {22528, 11, 64},  // 2816
+      {20480, 5, 128},  // the wider exact cover first
+      {18440, 5, 128},  // 2305 groups: no exact cover, slices
+      {34816, 9, 128},  // 4352 = 17 x 256: past the cap in blocks of 64, so slices
+  };
+  for (const Row& row : rows) {
+    NormShape s;
+    s.max_smem_bytes = 227 * 1024;
+    s.max_cluster_blocks = 16;
+    s.cols = row.cols;
+    s.rows = 4096;
+    SCOPED_TRACE("N=" + std::to_string(row.cols));
+    s.adds_residual = true;
+    NormConfig c = choose_norm_config(s);
+    ASSERT_EQ(c.path, NormConfig::Path::kCluster) << c.to_string();
+    EXPECT_EQ(c.cluster_blocks, row.blocks);
+    EXPECT_EQ(c.threads_per_row, row.threads);
+    s.adds_residual = false;  // rms_norm: slices of 512 groups where 128+ threads do not cover
+    c = choose_norm_config(s);
+    EXPECT_EQ(c.threads_per_row, row.threads >= 128 ? row.threads : 128) << c.to_string();
+    s.adds_residual = true;
+    s.layer = true;
+    c = choose_norm_config(s);
+    EXPECT_EQ(c.threads_per_row, row.threads >= 128 ? row.threads : 128) << c.to_string();
   }
 }
 

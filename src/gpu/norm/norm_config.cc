@@ -461,7 +461,11 @@ NormConfig choose_norm_config(const NormShape& shape) {
   // blocks twice a row (the sum, then max|y|), so a short last block costs them more (N = 20480
   // in blocks of 512 threads ran 1.14-1.28x the staged path's time on an H100, NOTES.md "Norm
   // v29"). Where no block of 128 threads or more does, blocks of 64 or 32 that do (N = 18432:
-  // 9 blocks of 64), else the staged path. Against the staged path the fp8 forms' new clusters
+  // 9 blocks of 64), else the staged path. RMSNorm's fused add takes those narrow exact covers
+  // too before slices: its kernels, built for one 512-thread block an SM (128 registers), hold
+  // as many threads an SM in blocks of 64 as of 128, and at N = 18432 9 x 64 took 0.86x the
+  // time of 5 x 128 at M = 2048 and 16384, 0.94x at M = 1-256 (graph), where 9 x 64 lost 1.5x
+  // for rms_norm (NOTES.md "Norm v39"). Against the staged path the fp8 forms' new clusters
   // take 0.65-0.98x the time at M >= 2048 and 0.42-0.52x at M = 1; at M = 256 in graph replay
   // the fused add's lose (1.11-1.23x at N = 18432-24576), as does rms_norm_quant_fp8 at 18432
   // (1.08x), and the path cannot change with the batch.
@@ -475,6 +479,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
     for (int threads = kNormClusterThreads; threads >= kNormClusterMinThreads; threads /= 2) {
       if (exact_cluster(threads)) return c;
     }
+    const bool narrow_exact = shape.fp8_output || (shape.adds_residual && !shape.layer);
+    if (narrow_exact) {
+      for (int threads = kNormClusterMinThreads / 2; threads >= shape.warp_size; threads /= 2) {
+        if (exact_cluster(threads)) return c;
+      }
+    }
     int threads = kNormClusterMinThreads;
     while (threads < kNormClusterThreads &&
            ceil_div(groups, static_cast<int64_t>(threads) * items) > shape.max_cluster_blocks) {
@@ -483,11 +493,6 @@ NormConfig choose_norm_config(const NormShape& shape) {
     if (!shape.fp8_output &&
         make_norm_config(shape, NormConfig::Path::kCluster, threads, items, &c)) {
       return c;
-    }
-    if (shape.fp8_output) {
-      for (threads = kNormClusterMinThreads / 2; threads >= shape.warp_size; threads /= 2) {
-        if (exact_cluster(threads)) return c;
-      }
     }
   }
   make_norm_config(shape, NormConfig::Path::kStaged, kNormStagedThreads, 0, &c);
