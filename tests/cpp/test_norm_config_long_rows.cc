@@ -194,6 +194,7 @@ TEST(NormConfig, TheFusedAddTakesNarrowExactCoversBeforeSlices) {
 // Long rows take the widest blocks of 512, 256 or 128 threads (four groups each) that cover them
 // exactly; other rows slices of 512 groups (128 threads), as many as cover the row, the last one
 // short (never a block with nothing to do), and wider blocks only where the cap leaves too few.
+// Batches of more rows than SMs trigger the next grid after their last row.
 TEST(NormConfig, LongRowsTakeBlocksThatCoverThemOrSlicesOf512Groups) {
   struct Row {
     int group;
@@ -239,6 +240,9 @@ TEST(NormConfig, LongRowsTakeBlocksThatCoverThemOrSlicesOf512Groups) {
       EXPECT_EQ(c.threads_per_row, row.threads);
       EXPECT_EQ(c.block_threads, row.threads);
       EXPECT_EQ(c.items, kNormClusterMaxItems);
+      // The next grid launches at the start of a grid of a few rows, after the last row of one
+      // with more rows than SMs (whose clusters each loop over several).
+      EXPECT_EQ(c.trigger_after_writes, m > s.sm_count);
       const int64_t groups = (row.cols + row.group - 1) / row.group;
       const int64_t slots = static_cast<int64_t>(c.cluster_blocks) * c.threads_per_row * c.items;
       EXPECT_GE(slots, groups);

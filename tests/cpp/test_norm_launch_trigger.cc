@@ -14,8 +14,9 @@ namespace {
 
 // The heuristic leaves the next grid's launch at the kernel's start on every path, except with
 // the fused add's weight at the output (FusedAddWideRowsLoadTheirWeightAtTheOutput), the plain
-// form at mid batches (PlainFormTakesPairsLateAtMidBatches; both in test_norm_config.cc) and the
-// fused add's fp8 forms below.
+// form at mid batches (PlainFormTakesPairsLateAtMidBatches; both in test_norm_config.cc), the
+// fused add's fp8 forms below, and the cluster path with more rows than SMs (N = 262144 here;
+// LongRowsTakeBlocksThatCoverThemOrSlicesOf512Groups).
 TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   NormShape s;  // 132 SMs
   for (const bool layer : {false, true}) {
@@ -29,7 +30,10 @@ TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
           s.rows = rows;
           s.max_cluster_blocks = 16;
           s.max_smem_bytes = 227 * 1024;
-          EXPECT_FALSE(choose_norm_config(s).trigger_after_writes);
+          const NormConfig c = choose_norm_config(s);
+          EXPECT_EQ(c.trigger_after_writes,
+                    c.path == NormConfig::Path::kCluster && rows > s.sm_count)
+              << c.to_string();
         }
       }
     }

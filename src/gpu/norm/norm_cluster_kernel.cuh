@@ -27,6 +27,9 @@ namespace fusekit::gpu {
 // rows cluster, cluster + clusters, ...: a cluster of up to 16 blocks launches only where one GPC
 // has that many block slots free together, so one cluster per row left slots idle between rows
 // (bench/NOTES.md, "Norm v10").
+// Such a grid lets the next one launch only after its last row where it has more rows than SMs
+// (NormConfig::trigger_after_writes): launched at its start, the next grid's clusters made back
+// to back calls 1.2-1.4x slower at some N (bench/NOTES.md, "Norm v39").
 //
 // Why mailboxes and not cluster barriers. A cluster barrier's release waits for the block's memory
 // operations in flight, and at 16 blocks one cost about a microsecond; every thread reading its
@@ -86,7 +89,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   }
   cluster_barrier();  // every block's mailboxes are ready before any peer sends
   wait_for_prior_grids();
-  allow_dependent_grids();
+  // The next grid may launch now, or after this block's last row (NormConfig::
+  // trigger_after_writes).
+  if (!a.trigger_after_writes) allow_dependent_grids();
 
   int parity = 0;      // row parity: which set of slots this row uses
   unsigned phase = 0;  // the mailboxes' phase parity for this row (flips every second row)
@@ -193,6 +198,7 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
       }
     }
   }
+  if (a.trigger_after_writes) allow_dependent_grids();
 }
 
 }  // namespace fusekit::gpu

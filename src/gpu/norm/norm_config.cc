@@ -202,6 +202,14 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
     c.cluster_blocks = static_cast<int>(blocks);
     c.rows_per_block = 1;
     c.block_threads = threads_per_row;
+    // The grid holds as many clusters as the GPU does at once, each looping over its share of
+    // the rows: where there are more rows than SMs, the next grid launches after this one's
+    // last row rather than at its start. Back to back on an H200 (bench/NOTES.md, "Norm v39"),
+    // the early launch made rows of 18432-20480 take 1.24-1.42x their time alone
+    // (fused_add_rms_norm [2048, 18432]: 84 -> 120 us; 85 with the late one), and at M = 256 in
+    // graph replay the late one took 0.78-0.93x the time at those N (1.03-1.05x at 32768); at
+    // M = 1-32 it took 1.07-1.21x, so small batches keep the early one.
+    c.trigger_after_writes = shape.rows > shape.sm_count;
   } else {
     if (threads_per_row < warp || threads_per_row > kNormStagedThreads) return false;
     c.items = 0;
