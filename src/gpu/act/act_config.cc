@@ -236,7 +236,7 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   // Measured on an H100 with 256-thread blocks of uncapped registers (bench/NOTES.md, "fp8
   // act_and_mul v19"), % of copy at M = 16384 / 2048, silu bf16: N = 18944 65.5 -> 86.2 / 62.7
   // -> 78.4, 28672 80.2 -> 90.4 / 73.7 -> 84.8; float32 N = 18944 75.9 -> 98.6. On an H200 with
-  // today's blocks (v20), against the wide block / two passes, time at M = 16384: silu N = 18944
+  // the capped blocks (v20), against the wide block / two passes, time at M = 16384: silu N = 18944
   // 0.73x, 28672 0.78x, 40960 0.62x, 49152 0.63x; gelu 18944 0.78x; at M = 1 (graph) N = 40960
   // 2.8 against 12.6 us. Rows that fit the compact block keep it: at N = 14336 two such blocks
   // measured level with it at M >= 2048 (H100: 95.6 against 96.3% of copy; H200: 334 against

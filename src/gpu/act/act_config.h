@@ -45,10 +45,9 @@ struct ActElementwiseConfig {
 //
 // Cluster path (cluster_blocks > 1, on GPUs with thread-block clusters): each row is split over
 // cluster_blocks blocks of block_threads threads (a multiple of the warp, at most
-// kActQuantClusterMaxThreads), `items` (1, 2 or 4) groups per thread, y in registers; grid = rows *
-// cluster_blocks. Taken for fewer rows than SMs, so that a decode
-// step's math runs on several SMs, and for rows longer than the compact block takes at any batch
-// (act_config.cc).
+// kActQuantClusterMaxThreads), `items` (1, 2 or 4) groups per thread, y in registers; grid =
+// rows * cluster_blocks. Taken for fewer rows than SMs, so that a decode step's math runs on
+// several SMs, and for rows longer than the compact block takes at any batch (act_config.cc).
 struct ActQuantConfig {
   int block_threads = 256;
   // One-block path: act_quant_items (4 for 16-bit inputs, 8 for float32), or 0 (two passes);

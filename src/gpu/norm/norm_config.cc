@@ -472,8 +472,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
   // 9 blocks of 64), else the staged path. RMSNorm's fused add takes those narrow exact covers
   // too before slices: its kernels, built for one 512-thread block an SM (128 registers), hold
   // as many threads an SM in blocks of 64 as of 128, and at N = 18432 9 x 64 took 0.86x the
-  // time of 5 x 128 at M = 2048 and 16384, 0.94x at M = 1-256 (graph), where 9 x 64 lost 1.5x
-  // for rms_norm (NOTES.md "Norm v39"). Against the staged path the fp8 forms' new clusters
+  // time of 5 x 128 at M = 2048 and 16384, 0.87x at M = 256 and 0.98x at M = 1 (graph), where
+  // 9 x 64 took 1.5x for rms_norm (NOTES.md "Norm v39"). Against the staged path the fp8 forms' new clusters
   // take 0.65-0.98x the time at M >= 2048 and 0.42-0.52x at M = 1; at M = 256 in graph replay
   // the fused add's lose (1.11-1.23x at N = 18432-24576), as does rms_norm_quant_fp8 at 18432
   // (1.08x), and the path cannot change with the batch.
