@@ -130,7 +130,7 @@ Status act_quant_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
   if (!s.ok()) return s;
   std::vector<gpu::ActQuantConfig> configs = {gpu::choose_act_quant_config(shape)};
   for (int items : {1, 2, 4}) {
-    // The fewest warps a block that cover the row, and the widest blocks.
+    // Blocks of the fewest warps that cover the row, and blocks of the widest width.
     for (int threads : {0, gpu::kActQuantClusterMaxThreads}) {
       gpu::ActQuantConfig c;
       if (gpu::make_act_quant_cluster_config(shape, items, &c, threads)) add_unique(&configs, c);
