@@ -65,10 +65,28 @@ TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
       {false, true, true, true, 4096, 1, 4, 256, 2, false},
       {false, true, true, true, 16384, 1, 8, 512, 4, false},
       {false, true, true, true, 16384, 96, 1, 0, 0, false},
-      // Rows that no split kernel covers exactly: a group count not a power of two, and fewer
-      // than 128 threads' worth of pairs.
-      {false, true, false, false, 5120, 1, 1, 0, 0, false},
+      // Rows of other group counts: the fewest threads (a power of two) that hold them in three
+      // or four groups each, exactly (3072, 6144, 12288) or with each thread's last group partly
+      // past the row (2560, 3584, 4608, 5120, 7168, 14336), RMSNorm alone too (no shared outputs
+      // there); at M = 32 too where the batch counts as filling the GPU (5120, 6144).
+      {false, false, false, true, 3072, 1, 4, 128, 3, false},
+      {false, false, false, true, 2560, 32, 4, 128, 3, false},
+      {false, true, false, false, 3584, 1, 4, 128, 4, false},
+      {false, true, false, false, 4608, 1, 4, 256, 3, false},
+      {false, true, false, false, 5120, 32, 4, 256, 3, false},
+      {false, true, false, false, 5120, 66, 4, 256, 3, false},
+      {false, true, false, false, 5120, 67, 1, 0, 0, false},
+      {true, false, false, true, 6144, 32, 4, 256, 3, false},
+      {true, true, false, false, 7168, 1, 4, 256, 4, false},
+      {false, false, true, true, 12288, 1, 8, 512, 3, false},
+      {false, true, true, true, 14336, 1, 8, 512, 4, false},
+      // ... and on 128 threads two (1536: 192 groups).
+      {false, true, false, false, 1536, 1, 4, 128, 2, false},
+      {true, false, false, true, 1536, 32, 4, 128, 2, false},
+      // Rows that no split kernel covers: pairs on fewer than 128 threads (N = 1024), and rows of
+      // at most 128 groups that are not 2^k (896).
       {false, true, false, false, 1024, 1, 1, 0, 0, false},
+      {false, true, false, false, 896, 1, 1, 0, 0, false},
   };
   for (const Case& k : cases) {
     NormShape s = decode_shape(k.layer, k.add, k.fp8, k.apart);
@@ -121,8 +139,9 @@ TEST(NormConfig, SplitRowsNeedTheirKernelsAndClusters) {
   EXPECT_EQ(split_of(wave64, 2048), 2);  // 2 of 64 rather than 4 of 32
 }
 
-// Every split the heuristic picks, over forms, sizes, batches, warp and cluster sizes, is one
-// split_norm_rows makes from the same row on one block, and so one the kernels take.
+// Every split the heuristic picks, over forms, sizes (2^k groups and others), batches, warp and
+// cluster sizes, is one split_norm_rows makes from the same row on one block, and so one the
+// kernels take.
 TEST(NormConfig, EverySplitIsOneTheKernelsTake) {
   int splits = 0;
   for (const bool layer : {false, true}) {
@@ -132,7 +151,9 @@ TEST(NormConfig, EverySplitIsOneTheKernelsTake) {
         for (const bool apart : {false, true}) {
           for (int warp : {32, 64}) {
             for (int clusters : {1, 2, 8, 16}) {
-              for (int64_t cols = 8; cols <= 32768; cols *= 2) {
+              for (int64_t cols : {8, 64, 896, 1024, 1152, 1536, 2048, 2304, 2560, 3072, 3584,
+                                   4096, 4608, 5120, 6144, 7168, 8192, 10240, 12288, 14336,
+                                   16384, 32768}) {
                 for (int64_t rows : {1, 7, 33, 66, 67, 100, 132, 133, 256, 4096}) {
                   NormShape s = decode_shape(layer, add, fp8, apart);
                   s.warp_size = warp;

@@ -8,6 +8,7 @@
 // the kernels cannot take are refused with a message and write nothing.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/norm/norm_gpu.h"
@@ -96,23 +97,28 @@ TEST(NormLaunchShapes, SplitRowsGiveTheBitsOfOneBlockARow) {
   int split_launches = 0;
   for (const SplitForm& f : forms) {
     for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-      for (int64_t n : {2048, 4096, 8192, 16384}) {
+      // Rows of 2^k groups, and the others' coverings: three groups a thread exactly (3072,
+      // 12288) and two, three or four with each thread's last group partly past the row (1536,
+      // 2560, 3584 on 128 threads; 4608, 7168 on 256; 14336 on 512).
+      for (int64_t n :
+           {2048, 4096, 8192, 16384, 1536, 2560, 3072, 3584, 4608, 7168, 12288, 14336}) {
         for (const bool in_place : {false, true}) {
           for (const bool stats : {false, true}) {
             const uint32_t seed = static_cast<uint32_t>(n) + (in_place ? 1 : 0);
             std::vector<uint8_t> reference;
-            for (int threads : {128, 256, 512}) {
+            for (const auto [threads, items] : {std::pair{128, 1}, {128, 2}, {128, 3}, {128, 4},
+                                                {256, 1}, {256, 2}, {256, 3}, {256, 4},
+                                                {512, 1}, {512, 2}, {512, 3}, {512, 4}}) {
               SplitRun probe(f, dtype, m, n, in_place, stats, seed);
               gpu::NormShape shape;
               ASSERT_TRUE(gpu::norm_shape_of(probe.problem(), &shape).ok());
               if (shape.max_cluster_blocks < 2) GTEST_SKIP() << "no thread-block clusters";
               ASSERT_TRUE(shape.split_rows_built);
               const int64_t groups = n / shape.group_elems;
-              const int64_t items = groups / threads;
-              if (items != 1 && items != 2 && items != 4) continue;
+              if (!gpu::split_rows_cover(groups, threads, items)) continue;
               gpu::NormConfig one_block;
               ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
-                                                threads, static_cast<int>(items), &one_block));
+                                                threads, items, &one_block));
               std::vector<gpu::NormConfig> variants = {one_block};
               for (int blocks = 2; blocks <= gpu::kNormMaxSplitBlocks; blocks *= 2) {
                 for (const bool late : {false, true}) {

@@ -98,13 +98,16 @@ constexpr int kSplitMinBlocks = 4;
 // Rows split over a cluster's blocks (NormConfig::split_blocks) where a grid holds few rows: each
 // SM then moves a quarter or an eighth of a row, the in-place forms too, where one block a row
 // left most SMs idle and NormConfig::output_parts (outputs apart only) shared the writes but not
-// the reads. Each row on two groups per thread (four where that passes 512 threads: N = 16384
-// bf16), in blocks of at most kSplitBlockGroups groups and at least kSplitMinBlocks of them:
-// N = 2048 in 4 blocks of 32 threads, 4096 in 4 of 64, 8192 in 4 of 128, 16384 in 8 of 64. Taken
-// at grids of at most half as many rows as SMs, except RMSNorm alone below N = 16384 (there its
-// shared outputs measured level or faster: rms_norm [1, 4096] 0.94 us against 1.01, [32, 8192]
-// 1.29 against 1.35); and by the fused add's RMSNorm at N = 16384 (in place or apart, no fp8
-// output) up to a row per SM, in four blocks with the next launch triggered after the writes.
+// the reads. Rows of 2^k groups take two groups per thread (four where that passes 512 threads:
+// N = 16384 bf16); the others the fewest threads, 128 or more, that hold them in at most four
+// (N = 1536 bf16: 128 x 2, the last group of each thread partly past the row; 3072: 128 x 3;
+// 3584: 128 x 4; 4608: 256 x 3). Blocks of at most kSplitBlockGroups groups and at least
+// kSplitMinBlocks of them: N = 2048 in 4 blocks of 32 threads, 4096 in 4 of 64, 8192 in 4 of
+// 128, 16384 in 8 of 64, 3072 in 4 of 32, 12288 in 8 of 64. Taken at grids of at most half as
+// many rows as SMs, except RMSNorm alone on rows of 2^k groups below N = 16384 (there its shared
+// outputs measured level or faster: rms_norm [1, 4096] 0.94 us against 1.01, [32, 8192] 1.29
+// against 1.35); and by the fused add's RMSNorm at N = 16384 (in place or apart, no fp8 output)
+// up to a row per SM, in four blocks with the next launch triggered after the writes.
 // Measured on an H200, graph replay with PDL (bench/NOTES.md, "Norm v35"): fused_add_rms_norm in
 // place [1, 4096] 1.26 -> 1.01 us, [1, 8192] 1.75 -> 1.12, [1, 16384] 2.61 -> 1.34, [32, 16384]
 // 2.91 -> 1.84, [96, 16384] 4.91 -> 3.22, [128, 16384] 3.92 -> 3.59; fused_add_layer_norm out of
@@ -115,26 +118,36 @@ constexpr int kSplitMinBlocks = 4;
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, int64_t groups, NormConfig* config) {
   const int64_t sm_count = shape.sm_count;
+  const bool power_of_two_row = next_pow2(groups) == groups;
   const bool longest_rows = groups == static_cast<int64_t>(kNormMaxItems) * kNormMaxThreads;
   const bool small_grid = 2 * shape.rows <= sm_count;
-  const bool shared_outputs_hold =
-      !shape.layer && !shape.adds_residual && !shape.fp8_output && !longest_rows;
+  const bool shared_outputs_hold = power_of_two_row && !shape.layer && !shape.adds_residual &&
+                                   !shape.fp8_output && !longest_rows;
   const bool row_per_sm_add = longest_rows && shape.adds_residual && !shape.layer &&
                               !shape.fp8_output && shape.rows <= sm_count;
   if (!((small_grid && !shared_outputs_hold) || row_per_sm_add) || !shape.split_rows_built ||
-      !shape.whole_groups || next_pow2(groups) != groups) {
+      !shape.whole_groups) {
     return false;
   }
-  const int items = longest_rows ? kNormMaxItems : 2;
+  int threads = 0;
+  int items = 0;
+  if (power_of_two_row) {
+    items = longest_rows ? kNormMaxItems : 2;
+    threads = static_cast<int>(groups / items);
+  } else {
+    threads = static_cast<int>(
+        std::max<int64_t>(kNormSplitPairThreads, next_pow2(groups) / kNormMaxItems));
+    items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
+  }
   NormConfig split;
-  if (!make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(groups / items),
-                        items, &split)) {
+  if (!make_norm_config(shape, NormConfig::Path::kRegisters, threads, items, &split)) {
     return false;
   }
   split.plain = config->plain;
   split.trigger_after_writes = !small_grid;
+  const int64_t blocks_of_groups = next_pow2(ceil_div(groups, kSplitBlockGroups));
   const int64_t wanted =
-      small_grid ? std::max<int64_t>(kSplitMinBlocks, groups / kSplitBlockGroups) : kSplitMinBlocks;
+      small_grid ? std::max<int64_t>(kSplitMinBlocks, blocks_of_groups) : kSplitMinBlocks;
   // Fewer blocks where the GPU's clusters are smaller (split_norm_rows checks every limit).
   for (int blocks = static_cast<int>(std::min<int64_t>(wanted, kNormMaxSplitBlocks)); blocks >= 2;
        blocks /= 2) {
@@ -236,7 +249,7 @@ void widen_short_row_blocks(int64_t groups, NormConfig* c) {
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   return config.path == NormConfig::Path::kRegisters && config.rows_per_block == 1 &&
-         config.items <= kNormMaxItems &&
+         (config.items == 1 || config.items == 2 || config.items == 4) &&
          static_cast<int64_t>(config.threads_per_row) * config.items == groups &&
          shape.whole_groups && !config.weight_at_output && shape.outputs_apart &&
          !(shape.fp8_output && shape.adds_residual);
@@ -247,10 +260,8 @@ bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   const int tpr = c.threads_per_row;
   const bool fits = c.path == NormConfig::Path::kRegisters && c.rows_per_block == 1 &&
-                    (c.items == 1 || c.items == 2 || c.items == 4) &&
-                    static_cast<int64_t>(tpr) * c.items == groups && shape.whole_groups &&
-                    (tpr == 128 || tpr == 256 || tpr == 512) && !c.weight_at_output &&
-                    c.output_parts == 1 && c.split_blocks == 1;
+                    split_rows_cover(groups, tpr, c.items) && shape.whole_groups &&
+                    !c.weight_at_output && c.output_parts == 1 && c.split_blocks == 1;
   if (!fits || !shape.split_rows_built || blocks < 2 || blocks > kNormMaxSplitBlocks ||
       (blocks & (blocks - 1)) != 0 || blocks > shape.max_cluster_blocks ||
       tpr / blocks < shape.warp_size) {
@@ -396,7 +407,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
             odd_items_built(shape, odd) &&
             make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(odd_threads),
                              odd, &c)) {
-          return c;
+          // A decode step's rows split all the same (M = 32 at N = 5120, 6144 bf16).
+          NormConfig split = c;
+          split.plain = shape.plain_form;
+          return take_split_rows(shape, groups, &split) ? split : c;
         }
       }
       if (items_last_partial(groups, c.threads_per_row, 3)) {
@@ -473,10 +487,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
   // too before slices: its kernels, built for one 512-thread block an SM (128 registers), hold
   // as many threads an SM in blocks of 64 as of 128, and at N = 18432 9 x 64 took 0.86x the
   // time of 5 x 128 at M = 2048 and 16384, 0.87x at M = 256 and 0.98x at M = 1 (graph), where
-  // 9 x 64 took 1.5x for rms_norm (NOTES.md "Norm v39"). Against the staged path the fp8 forms' new clusters
-  // take 0.65-0.98x the time at M >= 2048 and 0.42-0.52x at M = 1; at M = 256 in graph replay
-  // the fused add's lose (1.11-1.23x at N = 18432-24576), as does rms_norm_quant_fp8 at 18432
-  // (1.08x), and the path cannot change with the batch.
+  // 9 x 64 took 1.5x for rms_norm (NOTES.md "Norm v39"). Against the staged path the fp8 forms'
+  // new clusters take 0.65-0.98x the time at M >= 2048 and 0.42-0.52x at M = 1; at M = 256 in
+  // graph replay the fused add's lose (1.11-1.23x at N = 18432-24576), as does
+  // rms_norm_quant_fp8 at 18432 (1.08x), and the path cannot change with the batch.
   const int items = kNormClusterMaxItems;
   if (shape.max_cluster_blocks > 1) {
     const bool whole = shape.cols % shape.group_elems == 0;

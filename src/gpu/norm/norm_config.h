@@ -62,8 +62,8 @@ struct NormConfig {
   // and writes only its own threads' groups, so each SM moves 1 / split_blocks of the row, in
   // place too; every reduction gathers the threads' values into every block through distributed
   // shared memory, and each block folds them as one block of threads_per_row threads would: the
-  // same bits (norm_kernel.cuh, norm_registers_kernel). Exact rows of 1, 2 or 4 groups per thread
-  // on 128, 256 or 512 threads.
+  // same bits (norm_kernel.cuh, norm_registers_kernel). Rows of whole groups on 128, 256 or 512
+  // threads that split_rows_cover takes.
   int split_blocks = 1;
   // Registers path: take the plain kernels (OutputForm::kPlain: a weight and nothing else, the
   // same bits as the general ones) where the call is plain and they are built. The heuristic sets
@@ -158,6 +158,25 @@ constexpr bool items_last_partial(int64_t groups, int threads_per_row, int items
          static_cast<int64_t>(threads_per_row) * (items - 1) < groups &&
          groups < static_cast<int64_t>(threads_per_row) * items;
 }
+// Registers path, rows split over a cluster's blocks (NormConfig::split_blocks): the thread
+// counts and the coverings of a row of `groups` whole groups with a kernel of their own. 1, 2, 3
+// or 4 groups per thread covering it exactly (rows of 2^k and 3 x 2^k groups), or, with each
+// thread's last group partly past the row, three or four (items_last_partial: the other rows of
+// more than 2 x 2^k and fewer than 4 x 2^k groups, such as N = 2560, 3584, 4608 and 7168 bf16)
+// and two on 128 threads (129-255 groups: N = 1152, 1536 bf16).
+constexpr int kNormSplitPairThreads = 128;
+constexpr bool split_rows_last_partial(int64_t groups, int threads_per_row, int items) {
+  return items_last_partial(groups, threads_per_row, items) ||
+         (items == 2 && threads_per_row == kNormSplitPairThreads &&
+          kNormSplitPairThreads < groups && groups < 2 * kNormSplitPairThreads);
+}
+constexpr bool split_rows_cover(int64_t groups, int threads_per_row, int items) {
+  const bool threads_built =
+      threads_per_row == 128 || threads_per_row == 256 || threads_per_row == 512;
+  const bool exact = items >= 1 && items <= kNormMaxItems &&
+                     static_cast<int64_t>(threads_per_row) * items == groups;
+  return threads_built && (exact || split_rows_last_partial(groups, threads_per_row, items));
+}
 constexpr int kNormMaxThreads = 512;  // registers path: threads per block
 constexpr int kNormMaxOutputParts = 4;  // registers path: NormConfig::output_parts
 constexpr int kNormMaxSplitBlocks = 8;   // registers path: NormConfig::split_blocks (portable)
@@ -194,9 +213,8 @@ bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
 
 // `config` with its row's threads split over `blocks` blocks of a cluster (NormConfig::
 // split_blocks), where the GPU has clusters that large and `config` is a registers-path row of its
-// own block, covered exactly by 1, 2 or 4 whole groups per thread on 128, 256 or 512 threads, with
-// the weight beside the row and its outputs not shared (output_parts 1); blocks of at least a
-// warp. Returns false otherwise.
+// own block that split_rows_cover takes, with the weight beside the row and its outputs not shared
+// (output_parts 1); blocks of at least a warp. Returns false otherwise.
 bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config);
 // (The kernels exist where shape.split_rows_built; the shape then also needs whole groups.)
 

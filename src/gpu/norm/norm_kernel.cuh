@@ -465,11 +465,12 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // kPowerOfTwoRows (LayerNorm's kernels other than the exact ones): the rows are a power-of-two
 // number of whole groups, whose moments take one reduction (TreeMoments); a kernel of its own, so
 // that the others' code stays the default's alone.
-// kSplitRows (NormConfig::split_blocks; exact rows, fixed thread count, CUDA sm_90+): the row's
-// kThreadsPerRow threads lie in the 2^output_parts_log2 blocks of a cluster, block p holding row
-// threads p * blockDim.x + threadIdx.x, so each block loads, reduces and writes only its own
-// threads' groups (in place too), and each reduction gathers every thread's value into every
-// block (ClusterGather, reduce.cuh): the same tree, so the bits of one block a row.
+// kSplitRows (NormConfig::split_blocks; fixed thread count, rows of whole groups covered exactly
+// or but for each thread's last group, as norm_config.h's split_rows_cover says; CUDA sm_90+):
+// the row's kThreadsPerRow threads lie in the 2^output_parts_log2 blocks of a cluster, block p
+// holding row threads p * blockDim.x + threadIdx.x, so each block loads, reduces and writes only
+// its own threads' groups (in place too), and each reduction gathers every thread's value into
+// every block (ClusterGather, reduce.cuh): the same tree, so the bits of one block a row.
 template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
           bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false,
           bool kPowerOfTwoRows = false, bool kSplitRows = false>
@@ -483,9 +484,11 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   __shared__ float scratch[2][K::kScratch];
   __shared__ ClusterMailbox gathers[2];  // kSplitRows: one a reduction (at most two a row)
   constexpr bool kFixed = kThreadsPerRow > 0;
-  static_assert(!kPlain || (kFixed && kFit == RowFit::kExact), "plain: exact fixed kernels only");
-  static_assert(!kSplitRows || (kFixed && kFit == RowFit::kExact && !kSharedRows),
-                "split rows: exact fixed kernels only");
+  constexpr bool kExactOrLastPartial = kFit == RowFit::kExact || kFit == RowFit::kLastPartial;
+  static_assert(!kPlain || (kFixed && kExactOrLastPartial),
+                "plain: fixed kernels of whole rows only");
+  static_assert(!kSplitRows || (kFixed && kExactOrLastPartial && !kSharedRows),
+                "split rows: fixed kernels of whole rows only");
   const int tpr = kFixed ? kThreadsPerRow : 1 << a.threads_per_row_log2;
   const int parts_log2 = kSharedRows || kSplitRows ? a.output_parts_log2 : 0;
   const int64_t row = kFixed ? static_cast<int64_t>(blockIdx.x >> parts_log2)

@@ -95,9 +95,11 @@ struct NormTraits {
   // every form but the fused add's fp8 ones, whose usual call updates the residual in place, which
   // no shared row may (each form built is some thirty kernels more).
   static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd);
-  // Exact registers kernels whose rows' threads are split over a cluster's blocks (NormConfig::
+  // Registers kernels whose rows' threads are split over a cluster's blocks (NormConfig::
   // split_blocks): 16-bit rows of one dtype, the decode shapes of the common models (every form,
-  // fp8 outputs too; each form built is eighteen kernels more), where the platform has clusters.
+  // fp8 outputs too; the coverings of norm_config.h's split_rows_cover, each also in the plain
+  // form where K has it: 38 kernels a form, 19 for the fp8 forms), where the platform has
+  // clusters.
   static constexpr bool kSplitRowsBuilt =
       platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)

@@ -31,7 +31,8 @@ namespace fusekit::gpu {
 // What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
 // launch's threads x items groups; all but each thread's last group in the row where the
 // registers path's threads hold more than items - 1 groups each and items has that kernel
-// (items_last_partial); whole groups where N is a multiple of the group and accesses are full
+// (items_last_partial; split rows: split_rows_last_partial); whole groups where N is a multiple
+// of the group and accesses are full
 // width; nothing otherwise. The exact cluster kernel takes every one of its kMaxItems slots as
 // part of the row, so a cluster launch of fewer groups per thread is never exact.
 template <class K>
@@ -41,8 +42,11 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
   const bool exact_kernel =
       cfg.path != NormConfig::Path::kCluster || cfg.items == kNormClusterMaxItems;
   if (a.cols == slots * K::kGroup && exact_kernel) return RowFit::kExact;
-  const bool last_partial = cfg.path == NormConfig::Path::kRegisters &&
-                            items_last_partial(a.cols / K::kGroup, cfg.threads_per_row, cfg.items);
+  const int64_t groups = a.cols / K::kGroup;
+  const bool last_partial =
+      cfg.path == NormConfig::Path::kRegisters &&
+      (cfg.split_blocks > 1 ? split_rows_last_partial(groups, cfg.threads_per_row, cfg.items)
+                            : items_last_partial(groups, cfg.threads_per_row, cfg.items));
   return last_partial ? RowFit::kLastPartial : RowFit::kWhole;
 }
 
@@ -90,25 +94,28 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
   return norm_registers_kernel<K, RowFit::kExact, kItems, kWeightAtOutput, kSharedRows>;
 }
 
-// The exact registers kernel of kItems groups per thread with its row's threads split over a
-// cluster's blocks (NormConfig::split_blocks): the row's thread count fixed at 128, 256 or 512,
-// in the plain form where `plain` and K has it (launch_norm_kernel checks the rest).
-template <class K, int kItems>
+// The registers kernel of kItems groups per thread (kFit: exact, or each thread's last group
+// partly past the row) with its row's threads split over a cluster's blocks (NormConfig::
+// split_blocks): the row's thread count fixed at 128, 256 or 512, in the plain form where `plain`
+// and K has it (launch_norm_kernel checks the rest: split_rows_cover).
+template <class K, int kItems, RowFit kFit = RowFit::kExact>
 auto split_registers_kernel(const NormConfig& cfg, bool plain) {
   auto fixed = [&](auto threads_tag) {
     constexpr int kThreads = decltype(threads_tag)::value;
     if constexpr (K::kPlainBuilt) {
       if (plain) {
-        return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true,
-                                     false, true>;
+        return norm_registers_kernel<K, kFit, kItems, false, false, kThreads, true, false, true>;
       }
     }
-    return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, false, false,
-                                 true>;
+    return norm_registers_kernel<K, kFit, kItems, false, false, kThreads, false, false, true>;
   };
-  if (cfg.threads_per_row == 128) return fixed(std::integral_constant<int, 128>{});
-  if (cfg.threads_per_row == 256) return fixed(std::integral_constant<int, 256>{});
-  return fixed(std::integral_constant<int, 512>{});
+  if constexpr (kItems == 2 && kFit == RowFit::kLastPartial) {
+    return fixed(std::integral_constant<int, kNormSplitPairThreads>{});  // the one built
+  } else {
+    if (cfg.threads_per_row == 128) return fixed(std::integral_constant<int, 128>{});
+    if (cfg.threads_per_row == 256) return fixed(std::integral_constant<int, 256>{});
+    return fixed(std::integral_constant<int, 512>{});
+  }
 }
 
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
@@ -133,8 +140,14 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
   }
   if constexpr (kFull && K::kSplitRowsBuilt) {
     if (cfg.split_blocks > 1) {
+      if (fit == RowFit::kLastPartial) {
+        if (cfg.items == 2) return split_registers_kernel<K, 2, RowFit::kLastPartial>(cfg, plain);
+        if (cfg.items == 3) return split_registers_kernel<K, 3, RowFit::kLastPartial>(cfg, plain);
+        return split_registers_kernel<K, 4, RowFit::kLastPartial>(cfg, plain);
+      }
       if (cfg.items == 1) return split_registers_kernel<K, 1>(cfg, plain);
       if (cfg.items == 2) return split_registers_kernel<K, 2>(cfg, plain);
+      if (cfg.items == 3) return split_registers_kernel<K, 3>(cfg, plain);
       return split_registers_kernel<K, 4>(cfg, plain);
     }
   }
@@ -220,20 +233,22 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         std::to_string(kNormMaxOutputParts));
   }
   const int split = cfg.split_blocks;
-  const bool split_threads_built = cfg.threads_per_row == 128 || cfg.threads_per_row == 256 ||
-                                   cfg.threads_per_row == 512;
+  // Whole aligned groups (fit is kExact or kLastPartial only then) that a split kernel covers.
+  const bool split_covered = (fit == RowFit::kExact || fit == RowFit::kLastPartial) &&
+                             split_rows_cover(a.cols / K::kGroup, cfg.threads_per_row, cfg.items);
   if (split != 1 &&
       (!K::kSplitRowsBuilt || cfg.path != Path::kRegisters || cfg.rows_per_block != 1 ||
-       fit != RowFit::kExact || (cfg.items != 1 && cfg.items != 2 && cfg.items != 4) ||
-       cfg.weight_at_output || cfg.output_parts != 1 || split > kNormMaxSplitBlocks ||
-       (split & (split - 1)) != 0 || split > info.max_cluster_blocks || !split_threads_built ||
-       cfg.block_threads * split != cfg.threads_per_row || cfg.block_threads < info.warp_size)) {
+       !split_covered || cfg.weight_at_output || cfg.output_parts != 1 ||
+       split > kNormMaxSplitBlocks || (split & (split - 1)) != 0 ||
+       split > info.max_cluster_blocks || cfg.block_threads * split != cfg.threads_per_row ||
+       cfg.block_threads < info.warp_size)) {
     return Status::runtime_error(
         "norm: split_blocks " + std::to_string(split) +
         " needs 16-bit tensors of one dtype, a GPU with clusters that large, and the registers "
-        "path with one row of 128, 256 or 512 threads covered exactly by 1, 2 or 4 whole groups "
-        "per thread, split into blocks of at least a warp, with the weight beside the row and no "
-        "output parts, up to " +
+        "path with one row of 128, 256 or 512 threads holding whole aligned groups, 1, 2, 3 or 4 "
+        "per thread that cover the row exactly, or 3 or 4 (2 on 128 threads) with only each "
+        "thread's last group partly past it, split into blocks of at least a warp, with the "
+        "weight beside the row and no output parts, up to " +
         std::to_string(kNormMaxSplitBlocks) + " blocks");
   }
   const int parts = cfg.output_parts * split;
