@@ -32,9 +32,9 @@ namespace fusekit::gpu {
 // launch's threads x items groups; all but each thread's last group in the row where the
 // registers path's threads hold more than items - 1 groups each and items has that kernel
 // (items_last_partial; split rows: split_rows_last_partial); whole groups where N is a multiple
-// of the group and accesses are full
-// width; nothing otherwise. The exact cluster kernel takes every one of its kMaxItems slots as
-// part of the row, so a cluster launch of fewer groups per thread is never exact.
+// of the group and accesses are full width; nothing otherwise. The exact cluster kernel takes
+// every one of its kMaxItems slots as part of the row, so a cluster launch of fewer groups per
+// thread is never exact.
 template <class K>
 RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
   if (K::kLoad != K::kGroup || a.cols % K::kGroup != 0) return RowFit::kAny;
