@@ -218,6 +218,12 @@ bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
 bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config);
 // (The kernels exist where shape.split_rows_built; the shape then also needs whole groups.)
 
+// The heuristic's last step on the registers path (choose_norm_config): where a decode-size batch
+// (at most half as many rows as SMs; the fused add at N = 16384 up to a row per SM) has split
+// kernels for its row, `config` becomes the row split over 4 or 8 blocks of a cluster, keeping
+// its `plain`; returns whether it did. norm_config_decode.cc says which rows and why.
+bool take_split_rows(const NormShape& shape, NormConfig* config);
+
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
 // kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly, or three with each
 // thread's last group partly past the row (items_last_partial), where shape.whole_groups and

@@ -1,0 +1,112 @@
+// The norm launch heuristic's shapes for decode-size batches (norm_config.h): a row's threads
+// split over the blocks of a cluster (NormConfig::split_blocks), and the conditions under which a
+// row's outputs may be shared among blocks (NormConfig::output_parts) or its threads split.
+// choose_norm_config (norm_config.cc) calls take_split_rows last on the registers path. The
+// measurements behind the choices are in bench/NOTES.md.
+#include <algorithm>
+
+#include "gpu/common/launch_math.h"
+#include "gpu/norm/norm_config.h"
+
+namespace fusekit::gpu {
+namespace {
+
+// Groups a split row's block holds at most, and the fewest blocks it is split over.
+constexpr int64_t kSplitBlockGroups = 256;
+constexpr int kSplitMinBlocks = 4;
+
+}  // namespace
+
+// Rows split over a cluster's blocks (NormConfig::split_blocks) where a grid holds few rows: each
+// SM then moves a quarter or an eighth of a row, the in-place forms too, where one block a row
+// left most SMs idle and NormConfig::output_parts (outputs apart only) shared the writes but not
+// the reads. Rows of 2^k groups take two groups per thread (four where that passes 512 threads:
+// N = 16384 bf16); the others the fewest threads, 128 or more, that hold them in at most four
+// (N = 1536 bf16: 128 x 2, the last group of each thread partly past the row; 3072: 128 x 3;
+// 3584: 128 x 4; 4608: 256 x 3). Blocks of at most kSplitBlockGroups groups and at least
+// kSplitMinBlocks of them: N = 2048 in 4 blocks of 32 threads, 4096 in 4 of 64, 8192 in 4 of
+// 128, 16384 in 8 of 64, 3072 in 4 of 32, 12288 in 8 of 64. Taken at grids of at most half as
+// many rows as SMs, except RMSNorm alone on rows of 2^k groups below N = 16384 (there its shared
+// outputs measured level or faster: rms_norm [1, 4096] 0.94 us against 1.01, [32, 8192] 1.29
+// against 1.35); and by the fused add's RMSNorm at N = 16384 (in place or apart, no fp8 output)
+// up to a row per SM, in four blocks with the next launch triggered after the writes.
+// Measured on an H200, graph replay with PDL (bench/NOTES.md, "Norm v35"): fused_add_rms_norm in
+// place [1, 4096] 1.26 -> 1.01 us, [1, 8192] 1.75 -> 1.12, [1, 16384] 2.61 -> 1.34, [32, 16384]
+// 2.91 -> 1.84, [96, 16384] 4.91 -> 3.22, [128, 16384] 3.92 -> 3.59; fused_add_layer_norm out of
+// place [1, 8192] 1.64 -> 1.35; rms_norm [1, 16384] 1.50 -> 1.21; fused_add_rms_norm_quant_fp8
+// [1, 16384] 3.34 -> 1.86. Not past a row per SM (fused_add_rms_norm [200, 8192] 2.95 against
+// 3.14 at best, [256, 16384] 6.56 against 6.95), nor at [96-132, 8192 and 4096], where it
+// measured level or slower, nor for the fp8 output at [128, 16384] (4.51 against 4.47-4.75).
+// Returns false where the shape has no such kernel or the GPU no cluster that large.
+bool take_split_rows(const NormShape& shape, NormConfig* config) {
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  const int64_t sm_count = shape.sm_count;
+  const bool power_of_two_row = next_pow2(groups) == groups;
+  const bool longest_rows = groups == static_cast<int64_t>(kNormMaxItems) * kNormMaxThreads;
+  const bool small_grid = 2 * shape.rows <= sm_count;
+  const bool shared_outputs_hold = power_of_two_row && !shape.layer && !shape.adds_residual &&
+                                   !shape.fp8_output && !longest_rows;
+  const bool row_per_sm_add = longest_rows && shape.adds_residual && !shape.layer &&
+                              !shape.fp8_output && shape.rows <= sm_count;
+  if (!((small_grid && !shared_outputs_hold) || row_per_sm_add) || !shape.split_rows_built ||
+      !shape.whole_groups) {
+    return false;
+  }
+  int threads = 0;
+  int items = 0;
+  if (power_of_two_row) {
+    items = longest_rows ? kNormMaxItems : 2;
+    threads = static_cast<int>(groups / items);
+  } else {
+    threads = static_cast<int>(
+        std::max<int64_t>(kNormSplitPairThreads, next_pow2(groups) / kNormMaxItems));
+    items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
+  }
+  NormConfig split;
+  if (!make_norm_config(shape, NormConfig::Path::kRegisters, threads, items, &split)) {
+    return false;
+  }
+  split.plain = config->plain;
+  split.trigger_after_writes = !small_grid;
+  const int64_t blocks_of_groups = next_pow2(ceil_div(groups, kSplitBlockGroups));
+  const int64_t wanted =
+      small_grid ? std::max<int64_t>(kSplitMinBlocks, blocks_of_groups) : kSplitMinBlocks;
+  // Fewer blocks where the GPU's clusters are smaller (split_norm_rows checks every limit).
+  for (int blocks = static_cast<int>(std::min<int64_t>(wanted, kNormMaxSplitBlocks)); blocks >= 2;
+       blocks /= 2) {
+    NormConfig c = split;
+    if (split_norm_rows(shape, blocks, &c)) {
+      *config = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  return config.path == NormConfig::Path::kRegisters && config.rows_per_block == 1 &&
+         (config.items == 1 || config.items == 2 || config.items == 4) &&
+         static_cast<int64_t>(config.threads_per_row) * config.items == groups &&
+         shape.whole_groups && !config.weight_at_output && shape.outputs_apart &&
+         !(shape.fp8_output && shape.adds_residual);
+}
+
+bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config) {
+  const NormConfig& c = *config;
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  const int tpr = c.threads_per_row;
+  const bool fits = c.path == NormConfig::Path::kRegisters && c.rows_per_block == 1 &&
+                    split_rows_cover(groups, tpr, c.items) && shape.whole_groups &&
+                    !c.weight_at_output && c.output_parts == 1 && c.split_blocks == 1;
+  if (!fits || !shape.split_rows_built || blocks < 2 || blocks > kNormMaxSplitBlocks ||
+      (blocks & (blocks - 1)) != 0 || blocks > shape.max_cluster_blocks ||
+      tpr / blocks < shape.warp_size) {
+    return false;
+  }
+  config->split_blocks = blocks;
+  config->block_threads = tpr / blocks;
+  return true;
+}
+
+}  // namespace fusekit::gpu
