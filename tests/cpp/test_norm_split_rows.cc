@@ -4,8 +4,9 @@
 // Each block loads, reduces and writes only its own threads' groups and gathers the other blocks'
 // per-thread values before each fold, so a split launch must give the bits of the same row on one
 // block: every output (y or fp8 codes, the residual sum, rstd, mean, a dynamic scale), in place
-// and out of place, for every form that has these kernels (16-bit tensors of one dtype). Launches
-// the kernels cannot take are refused with a message and write nothing.
+// and out of place, for every form that has these kernels (16-bit tensors of one dtype; fp8 codes
+// in the format the hardware converts). Launches the kernels cannot take are refused with a
+// message and write nothing.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -26,12 +27,14 @@ struct SplitForm {
   bool add;
   bool fp8;      // RMSNorm only
   bool dynamic;  // fp8: a dynamic scale, else a static one
+  Fp8Format format = Fp8Format::kE4M3FN;
 };
 
 std::string form_name(const SplitForm& f) {
   std::string s = f.layer ? "layer" : "rms";
   if (f.add) s += "+add";
   if (f.fp8) s += f.dynamic ? " fp8 dynamic" : " fp8 static";
+  if (f.fp8 && f.format == Fp8Format::kE4M3FNUZ) s += " e4m3fnuz";
   return s;
 }
 
@@ -42,7 +45,7 @@ class SplitRun {
   SplitRun(const SplitForm& f, DType dtype, int64_t m, int64_t n, bool in_place, bool stats,
            uint32_t seed)
       : in_(f.layer, f.add, dtype, m, n, seed),
-        out_(Backend::kGPU, f.fp8 ? DType::kFloat8E4M3FN : dtype, m, n),
+        out_(Backend::kGPU, f.fp8 ? fp8_format_dtype(f.format) : dtype, m, n),
         r_out_(Backend::kGPU, dtype, m, n), rstd_(Backend::kGPU, DType::kFloat32, 1, m),
         mean_(Backend::kGPU, DType::kFloat32, 1, m), scale_(Backend::kGPU, DType::kFloat32, 1, m) {
     for (RowBuffer* o : {&out_, &r_out_, &rstd_, &mean_, &scale_}) {
@@ -59,7 +62,7 @@ class SplitRun {
     p.rstd = stats ? static_cast<float*>(rstd_.data()) : nullptr;
     p.mean = stats && f.layer ? static_cast<float*>(mean_.data()) : nullptr;
     if (f.fp8) {
-      in_.output_fp8(Fp8Format::kE4M3FN);
+      in_.output_fp8(f.format);
       p.dynamic_scale = f.dynamic ? static_cast<float*>(scale_.data()) : nullptr;
       p.static_scale = f.dynamic ? nullptr : static_cast<const float*>(in_.static_scale.data());
     }
@@ -150,33 +153,42 @@ TEST(NormLaunchShapes, SplitRowsGiveTheBitsOfOneBlockARow) {
   EXPECT_GT(split_launches, 0);
 }
 
-// Forms without these kernels (float32 rows), more blocks than a portable cluster, and blocks of
-// less than a warp are refused with a message, and nothing is written.
+// Forms without these kernels (float32 rows; e4m3fnuz codes, which CUDA converts in software),
+// more blocks than a portable cluster, and blocks of less than a warp are refused with a message,
+// and nothing is written; the heuristic does not take the split for those forms.
 TEST(NormLaunchShapes, SplitRowsAreRefusedWhereNoKernelTakesThem) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
   const SplitForm add = {false, true, false, false};
+  const SplitForm fnuz = {false, true, true, true, Fp8Format::kE4M3FNUZ};
   struct Refused {
+    SplitForm form;
     DType dtype;
     int threads;
     int blocks;
+    bool built;  // the form has split kernels (only the launch shape is refused)
   };
-  for (const Refused& c : {Refused{DType::kFloat32, 256, 2}, Refused{DType::kBFloat16, 128, 16},
-                           Refused{DType::kBFloat16, 128, 8}}) {
+  for (const Refused& c : {Refused{add, DType::kFloat32, 256, 2, false},
+                           Refused{fnuz, DType::kBFloat16, 128, 2, false},
+                           Refused{fnuz, DType::kFloat16, 256, 4, false},
+                           Refused{add, DType::kBFloat16, 128, 16, true},
+                           Refused{add, DType::kBFloat16, 128, 8, true}}) {
     const int64_t m = 2;
     const int64_t n = 256 * 16 / static_cast<int64_t>(dtype_size(c.dtype));  // 256 groups
-    SplitRun run(add, c.dtype, m, n, true, true, 5);
+    SplitRun run(c.form, c.dtype, m, n, !c.form.fp8, true, 5);
     const std::vector<uint8_t> before = run.bits();
     gpu::NormShape shape;
     ASSERT_TRUE(gpu::norm_shape_of(run.problem(), &shape).ok());
     if (shape.max_cluster_blocks < 2) GTEST_SKIP() << "no thread-block clusters";
+    EXPECT_EQ(shape.split_rows_built, c.built) << form_name(c.form);
+    if (!c.built) EXPECT_EQ(gpu::choose_norm_config(shape).split_blocks, 1) << form_name(c.form);
     gpu::NormConfig config;
     ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, c.threads,
                                       256 / c.threads, &config));
     EXPECT_FALSE(gpu::split_norm_rows(shape, c.blocks, &config));
     config.split_blocks = c.blocks;
     config.block_threads = c.threads / c.blocks;
-    SCOPED_TRACE(config.to_string() + " " + dtype_name(c.dtype));
+    SCOPED_TRACE(form_name(c.form) + " " + config.to_string() + " " + dtype_name(c.dtype));
     gpu::NormLaunchOverrides overrides;
     overrides.config = &config;
     const Status s = gpu::run_norm_gpu_with(run.problem(), nullptr, overrides);

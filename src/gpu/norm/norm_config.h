@@ -111,7 +111,8 @@ struct NormShape {
   // one dtype, no fp8 output, and norm_plain_call.
   bool plain_form = false;
   // The kernels of split rows (NormConfig::split_blocks) are built for the call's dtypes: 16-bit
-  // x, weight and residual of one dtype (NormTraits::kSplitRowsBuilt).
+  // x, weight and residual of one dtype, fp8 codes only in the format the platform converts in
+  // hardware (NormTraits::kSplitRowsBuilt).
   bool split_rows_built = false;
 };
 

@@ -97,11 +97,13 @@ struct NormTraits {
   static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd);
   // Registers kernels whose rows' threads are split over a cluster's blocks (NormConfig::
   // split_blocks): 16-bit rows of one dtype, the decode shapes of the common models (every form,
-  // fp8 outputs too; the coverings of norm_config.h's split_rows_cover, each also in the plain
-  // form where K has it: 38 kernels a form, 19 for the fp8 forms), where the platform has
-  // clusters.
+  // fp8 outputs in the hardware's format too; the coverings of norm_config.h's split_rows_cover,
+  // each also in the plain form where K has it: 38 kernels a form, 19 for the fp8 forms), where
+  // the platform has clusters. Not the fp8 format it converts in software (e4m3fnuz on CUDA,
+  // AMD's format, whose users run on AMD GPUs): as for the fixed-thread kernels, its 76 would
+  // lengthen the build's longest unit for a latency path no NVIDIA deployment takes.
   static constexpr bool kSplitRowsBuilt =
-      platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2;
+      platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2 && (!kFp8Out || kHardwareFp8);
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;

@@ -244,7 +244,8 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
        cfg.block_threads < info.warp_size)) {
     return Status::runtime_error(
         "norm: split_blocks " + std::to_string(split) +
-        " needs 16-bit tensors of one dtype, a GPU with clusters that large, and the registers "
+        " needs 16-bit tensors of one dtype (fp8 codes in a format the GPU converts), a GPU "
+        "with clusters that large, and the registers "
         "path with one row of 128, 256 or 512 threads holding whole aligned groups, 1, 2, 3 or 4 "
         "per thread that cover the row exactly, or 3 or 4 (2 on 128 threads) with only each "
         "thread's last group partly past it, split into blocks of at least a warp, with the "
