@@ -26,13 +26,38 @@ NormShape decode_shape(bool layer, bool add, bool fp8, bool apart) {
   return s;
 }
 
+// One expected split: the form, the shape, and the launch (split 1: not split).
+struct SplitCase {
+  bool layer, add, fp8, apart;
+  int64_t cols, rows;
+  int split, threads_per_row, items;
+  bool trigger_late;
+};
+
+void expect_split(const SplitCase& k) {
+  NormShape s = decode_shape(k.layer, k.add, k.fp8, k.apart);
+  s.cols = k.cols;
+  s.rows = k.rows;
+  const NormConfig c = choose_norm_config(s);
+  SCOPED_TRACE(std::string(k.layer ? "layer" : "rms") + (k.add ? "+add" : "") +
+               (k.fp8 ? " fp8" : "") + (k.apart ? " apart" : " in place") +
+               " n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
+               c.to_string());
+  ASSERT_EQ(c.path, NormConfig::Path::kRegisters);
+  EXPECT_EQ(c.split_blocks, k.split);
+  if (k.split == 1) return;
+  EXPECT_EQ(c.threads_per_row, k.threads_per_row);
+  EXPECT_EQ(c.items, k.items);
+  EXPECT_EQ(c.block_threads * c.split_blocks, c.threads_per_row);
+  EXPECT_EQ(c.rows_per_block, 1);
+  EXPECT_EQ(c.output_parts, 1);
+  EXPECT_FALSE(c.weight_at_output);
+  EXPECT_EQ(c.trigger_after_writes, k.trigger_late);
+  EXPECT_EQ(c.plain, s.plain_form);
+}
+
 TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
-  struct Case {
-    bool layer, add, fp8, apart;
-    int64_t cols, rows;
-    int split, threads_per_row, items;  // split 1: not split
-    bool trigger_late;
-  };
+  using Case = SplitCase;
   const Case cases[] = {
       // The fused add in place: two groups per thread in 4 blocks of at most 256 groups, four
       // at N = 16384 in 8; up to half as many rows as SMs.
@@ -88,27 +113,38 @@ TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
       {false, true, false, false, 1024, 1, 1, 0, 0, false},
       {false, true, false, false, 896, 1, 1, 0, 0, false},
   };
-  for (const Case& k : cases) {
-    NormShape s = decode_shape(k.layer, k.add, k.fp8, k.apart);
-    s.cols = k.cols;
-    s.rows = k.rows;
-    const NormConfig c = choose_norm_config(s);
-    SCOPED_TRACE(std::string(k.layer ? "layer" : "rms") + (k.add ? "+add" : "") +
-                 (k.fp8 ? " fp8" : "") + (k.apart ? " apart" : " in place") +
-                 " n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows) + " " +
-                 c.to_string());
-    ASSERT_EQ(c.path, NormConfig::Path::kRegisters);
-    EXPECT_EQ(c.split_blocks, k.split);
-    if (k.split == 1) continue;
-    EXPECT_EQ(c.threads_per_row, k.threads_per_row);
-    EXPECT_EQ(c.items, k.items);
-    EXPECT_EQ(c.block_threads * c.split_blocks, c.threads_per_row);
-    EXPECT_EQ(c.rows_per_block, 1);
-    EXPECT_EQ(c.output_parts, 1);
-    EXPECT_FALSE(c.weight_at_output);
-    EXPECT_EQ(c.trigger_after_writes, k.trigger_late);
-    EXPECT_EQ(c.plain, s.plain_form);
-  }
+  for (const Case& k : cases) expect_split(k);
+}
+
+// LayerNorm past the decode grids: rows that are not 2^k groups split over two blocks, the next
+// launch allowed at the start, on 128 threads up to twice as many rows as SMs and on 256 up to
+// as many; not rows of 2^k groups, not rows of 512 threads, not RMSNorm.
+TEST(NormConfig, LayerNormMidBatchRowsSplitOverTwoBlocks) {
+  using Case = SplitCase;
+  const Case cases[] = {
+      {true, false, false, true, 1536, 67, 2, 128, 2, false},
+      {true, true, false, false, 2560, 128, 2, 128, 3, false},
+      {true, false, false, false, 3072, 200, 2, 128, 3, false},
+      {true, true, false, true, 3584, 264, 2, 128, 4, false},
+      {true, false, false, true, 3584, 265, 1, 0, 0, false},
+      {true, true, false, false, 1280, 256, 2, 128, 2, false},
+      {true, false, false, true, 5120, 132, 2, 256, 3, false},
+      {true, true, false, false, 7168, 100, 2, 256, 4, false},
+      {true, false, false, true, 4608, 133, 1, 0, 0, false},
+      {true, true, false, false, 7168, 256, 1, 0, 0, false},
+      {true, false, false, true, 12288, 100, 1, 0, 0, false},
+      {true, false, false, true, 2048, 128, 1, 0, 0, false},
+      {true, true, false, false, 4096, 256, 1, 0, 0, false},
+      {false, false, false, true, 2560, 128, 1, 0, 0, false},
+      {false, true, false, false, 3584, 256, 1, 0, 0, false},
+  };
+  for (const Case& k : cases) expect_split(k);
+  // Only where the kernels are (no float32 or mixed dtypes here, no clusters on HIP).
+  NormShape s = decode_shape(true, false, false, true);
+  s.split_rows_built = false;
+  s.cols = 2560;
+  s.rows = 128;
+  EXPECT_EQ(choose_norm_config(s).split_blocks, 1);
 }
 
 // Where the GPU's clusters are smaller the split takes fewer blocks; without clusters, without
@@ -154,7 +190,7 @@ TEST(NormConfig, EverySplitIsOneTheKernelsTake) {
               for (int64_t cols : {8, 64, 896, 1024, 1152, 1536, 2048, 2304, 2560, 3072, 3584,
                                    4096, 4608, 5120, 6144, 7168, 8192, 10240, 12288, 14336,
                                    16384, 32768}) {
-                for (int64_t rows : {1, 7, 33, 66, 67, 100, 132, 133, 256, 4096}) {
+                for (int64_t rows : {1, 7, 33, 66, 67, 100, 132, 133, 256, 264, 265, 4096}) {
                   NormShape s = decode_shape(layer, add, fp8, apart);
                   s.warp_size = warp;
                   s.max_cluster_blocks = clusters;
@@ -166,7 +202,7 @@ TEST(NormConfig, EverySplitIsOneTheKernelsTake) {
                                " warp=" + std::to_string(warp) + " clusters=" +
                                std::to_string(clusters) + " " + c.to_string());
                   ++splits;
-                  ASSERT_LE(rows, s.sm_count);
+                  ASSERT_LE(rows, (layer ? 2 : 1) * s.sm_count);
                   NormConfig one_block;
                   ASSERT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters,
                                                c.threads_per_row, c.items, &one_block));

@@ -103,7 +103,9 @@ TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
 // Rows that are not a power-of-two number of groups (N = 1536, 3072, 3584, 5120, 6144, 7168 bf16)
 // keep four groups per thread at mid batches, or three or five where those cover the row
 // exactly, rather than pairs that leave slots idle: RMSNorm alone and with the add, plain form or
-// not. LayerNorm keeps its pairs.
+// not. LayerNorm too past 256 groups, taking three on twice the threads rather than five (and
+// pairs up to 256 groups, or where the groups are not whole); its splits over two blocks at up
+// to twice as many rows as SMs are test_norm_config_split_rows.cc's.
 TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
   struct Case {
     int64_t cols;
@@ -131,11 +133,26 @@ TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
       }
     }
   }
-  NormShape layer;
-  layer.layer = true;
-  layer.min_blocks_per_sm = 2;
-  layer.whole_groups = true;
-  expect_registers_shape(layer, 3072, 256, 256, 2);
+  for (const bool add : {false, true}) {
+    NormShape layer;  // no split kernels (as on HIP)
+    layer.layer = true;
+    layer.adds_residual = add;
+    layer.min_blocks_per_sm = 2;
+    layer.whole_groups = true;
+    for (const int64_t rows : {256, 512}) {
+      SCOPED_TRACE("layer add=" + std::to_string(add) + " rows=" + std::to_string(rows));
+      expect_registers_shape(layer, 3072, rows, 128, 3);
+      expect_registers_shape(layer, 2560, rows, 128, 3);
+      expect_registers_shape(layer, 3584, rows, 128, 4);
+      expect_registers_shape(layer, 5120, rows, 256, 3);
+      expect_registers_shape(layer, 1536, rows, 128, 2);
+      expect_registers_shape(layer, 896, rows, 64, 2);
+    }
+    expect_registers_shape(layer, 2560, 800, 128, 3);
+    NormShape unaligned = layer;
+    unaligned.whole_groups = false;
+    expect_registers_shape(unaligned, 3072, 256, 256, 2);
+  }
 }
 
 }  // namespace

@@ -74,6 +74,15 @@ constexpr int kFusedAddMinThreadsPerRow = 128;
 // 7.74 at 128 x 2 against 8.06 at 64 x 4 (fused_add_layer_norm 9.82 / 9.52 against 10.09 /
 // 9.88); one step further, [1024, 4096] and [2048, 2048], four groups per thread win or tie.
 constexpr int64_t kLayerMidSmGroups = 2 * kMidSmGroups;
+// LayerNorm's rows of at most this many groups (N = 2048 bf16) keep those pairs where the rows
+// are not a power of two in groups (the next rule): there three or four groups a thread measured
+// level at M = 512 on an H200 (layer_norm [512, 1536] 6.85 us at 64 x 3 against 6.69 in pairs,
+// [512, 1280] 6.85 against 6.75; the fused add 0.97-0.99x), and at N = 896 slower ([256, 896]
+// 2.19 at 32 x 4 against 2.11; bench/NOTES.md, "Norm v41").
+constexpr int64_t kLayerPairsMaxGroups = 256;
+// LayerNorm up to this many rows an SM (the batches measured) takes three groups per thread on
+// twice the threads rather than five where both hold the row (below).
+constexpr int64_t kLayerThreeOverFiveRowsPerSm = 4;
 // Short rows of a power-of-two number of groups under 32 (N = 64 and 128 bf16; a head's q / k
 // norm) at batches that fill the GPU: spread over this many threads (one group per thread if
 // fewer), rather than four groups per thread on fewer, in blocks of kShortRowBlockGroups groups.
@@ -283,15 +292,20 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const bool plain_mid = shape.plain_form && !shape.layer && fills_gpu && !small_grid &&
                            shape.rows <= 2 * sm_count &&
                            groups <= 2 * kMaxRegisterThreadsPerRow;
-    // RMSNorm's rows (alone or with the add) take those two groups only where two cover the row
-    // exactly (a power-of-two number of groups). Elsewhere pairs leave slots idle in a kernel that
-    // tests every item against the row's end; four groups per thread, or three or five where they
-    // cover the row (below), replayed faster at M = 256 on an H200 (bench/NOTES.md, "Norm v25"):
+    // The rows take those two groups only where two cover the row exactly (a power-of-two number
+    // of groups), or, for LayerNorm, where its rows are not whole groups (no kernel of three) or
+    // are at most kLayerPairsMaxGroups. Elsewhere pairs leave slots idle in a kernel that tests
+    // every item against the row's end; four groups per thread, or three or five where they cover
+    // the row (below), replayed faster at M = 256 on an H200 (bench/NOTES.md, "Norm v25"):
     // fused_add_rms_norm N = 5120 4.56 -> 2.90 us, 6144 4.69 -> 3.14, 7168 4.90 -> 3.80, 3072
-    // 2.57 -> 2.23; rms_norm 5120 2.69 -> 2.26, 3072 2.02 -> 1.81, 3584 2.09 -> 2.05. LayerNorm is
-    // unchanged (not measured).
+    // 2.57 -> 2.23; rms_norm 5120 2.69 -> 2.26, 3072 2.02 -> 1.81, 3584 2.09 -> 2.05. LayerNorm
+    // likewise past kLayerPairsMaxGroups (H200, NOTES.md "Norm v41", the best of either PDL
+    // placement): layer_norm [512, 2560] 7.65 -> 7.07 us cold at 128 x 3, [512, 3584] 8.22 ->
+    // 7.68 at 128 x 4; fused_add_layer_norm 9.15 -> 8.16 and 9.98 -> 9.23.
     const bool pairs_exact = next_pow2(groups) == groups;
-    if (fills_gpu && items > 2 && (pairs_exact || shape.layer) &&
+    const bool layer_pairs_kept =
+        shape.layer && (!shape.whole_groups || groups <= kLayerPairsMaxGroups);
+    if (fills_gpu && items > 2 && (pairs_exact || layer_pairs_kept) &&
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
          (shape.layer && layer_mid_batch) || plain_mid)) {
       items = 2;
@@ -304,9 +318,17 @@ NormConfig choose_norm_config(const NormShape& shape) {
                      static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
     // Rows of 3 x 2^k or 5 x 2^k whole groups at batches that fill the GPU: that many groups per
     // thread, no idle slot; rows of 2 x 2^k to 3 x 2^k whole groups: three on those 2^k threads,
-    // the last slot of some idle rather than of all (norm_config.h).
+    // the last slot of some idle rather than of all (norm_config.h). LayerNorm at its mid batches
+    // (where it took pairs before) and up to kLayerThreeOverFiveRowsPerSm rows an SM takes the
+    // three on twice the threads rather than five: layer_norm [256, 2560] 2.53 us at 128 x 3
+    // against 2.87 at 64 x 5, [512, 2560] 7.07 against 8.00 cold, [128 / 256, 5120] 2.58 / 3.06
+    // at 256 x 3 against 2.83 / 3.25 at 128 x 5, [512, 5120] 8.38 against 8.74 (H200, NOTES.md
+    // "Norm v41").
+    const bool layer_three_over_five =
+        shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
     if (fills_gpu && items == kNormMaxItems && shape.whole_groups) {
       for (const int odd : kNormOddItemCounts) {
+        if (odd == 5 && layer_three_over_five) continue;
         const int64_t odd_threads = groups / odd;
         if (groups % odd == 0 && next_pow2(odd_threads) == odd_threads &&
             odd_items_built(shape, odd) &&

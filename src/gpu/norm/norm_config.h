@@ -222,7 +222,8 @@ bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config);
 // The heuristic's last step on the registers path (choose_norm_config): where a decode-size batch
 // (at most half as many rows as SMs; the fused add at N = 16384 up to a row per SM) has split
 // kernels for its row, `config` becomes the row split over 4 or 8 blocks of a cluster, keeping
-// its `plain`; returns whether it did. norm_config_decode.cc says which rows and why.
+// its `plain`; LayerNorm's rows that are not 2^k groups, up to twice as many rows as SMs, over
+// 2. Returns whether it did. norm_config_decode.cc says which rows and why.
 bool take_split_rows(const NormShape& shape, NormConfig* config);
 
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to

@@ -1,6 +1,7 @@
 // The norm launch heuristic's shapes for decode-size batches (norm_config.h): a row's threads
-// split over the blocks of a cluster (NormConfig::split_blocks), and the conditions under which a
-// row's outputs may be shared among blocks (NormConfig::output_parts) or its threads split.
+// split over the blocks of a cluster (NormConfig::split_blocks; LayerNorm's up to twice as many
+// rows as SMs too), and the conditions under which a row's outputs may be shared among blocks
+// (NormConfig::output_parts) or its threads split.
 // choose_norm_config (norm_config.cc) calls take_split_rows last on the registers path. The
 // measurements behind the choices are in bench/NOTES.md.
 #include <algorithm>
@@ -14,6 +15,12 @@ namespace {
 // Groups a split row's block holds at most, and the fewest blocks it is split over.
 constexpr int64_t kSplitBlockGroups = 256;
 constexpr int kSplitMinBlocks = 4;
+// LayerNorm's mid-batch split (take_split_rows): over this many blocks, rows of 128 threads up to
+// twice as many rows as SMs and rows of 256 up to as many.
+constexpr int kLayerMidSplitBlocks = 2;
+constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count) {
+  return (threads == 128 && rows <= 2 * sm_count) || (threads == 256 && rows <= sm_count);
+}
 
 }  // namespace
 
@@ -37,6 +44,17 @@ constexpr int kSplitMinBlocks = 4;
 // [1, 16384] 3.34 -> 1.86. Not past a row per SM (fused_add_rms_norm [200, 8192] 2.95 against
 // 3.14 at best, [256, 16384] 6.56 against 6.95), nor at [96-132, 8192 and 4096], where it
 // measured level or slower, nor for the fp8 output at [128, 16384] (4.51 against 4.47-4.75).
+// And LayerNorm (either form) past half as many rows as SMs, on rows that are not 2^k groups, in
+// two blocks with the next launch allowed at the start: rows of 128 threads (N = 1032-4088 bf16)
+// up to twice as many rows as SMs, rows of 256 (4104-8184) up to as many. There the split
+// kernels, which hold the weight and bias beside the row (kSharedRowsHoldAffine,
+// norm_kernel.cuh), replayed in 0.72-0.87x the time of the best launch on one block a row
+// (H200, bench/NOTES.md "Norm v41"): layer_norm [128, 1536 / 2560 / 3584] 2.09 / 2.24 / 2.46 ->
+// 1.69 / 1.79 / 1.85 us, [256, same] 2.24 / 2.53 / 2.79 -> 1.94 / 2.14 / 2.30, [128, 5120 /
+// 7168] 2.58 / 2.89 -> 2.27 / 2.44; fused_add_layer_norm [256, 1536 / 2560 / 3584] 2.49 / 2.85 /
+// 3.29 -> 2.11 / 2.34 / 2.66, [128, 5120 / 7168] 2.90 / 3.46 -> 2.46 / 2.80. Rows of 256 threads
+// at 256 rows measured 0.89-1.10x (N = 4608-7168), at M = 512 every split lost (up to 1.3x), and
+// rows of 2^k groups lost at 128 and 256 rows (layer_norm [128, 2048] 1.53 against 1.24).
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
@@ -48,8 +66,10 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
                                    !shape.fp8_output && !longest_rows;
   const bool row_per_sm_add = longest_rows && shape.adds_residual && !shape.layer &&
                               !shape.fp8_output && shape.rows <= sm_count;
-  if (!((small_grid && !shared_outputs_hold) || row_per_sm_add) || !shape.split_rows_built ||
-      !shape.whole_groups) {
+  const bool layer_mid_rows = shape.layer && !small_grid && shape.rows <= 2 * sm_count &&
+                              !power_of_two_row;
+  if (!((small_grid && !shared_outputs_hold) || row_per_sm_add || layer_mid_rows) ||
+      !shape.split_rows_built || !shape.whole_groups) {
     return false;
   }
   int threads = 0;
@@ -62,15 +82,17 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
         std::max<int64_t>(kNormSplitPairThreads, next_pow2(groups) / kNormMaxItems));
     items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
   }
+  if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
   NormConfig split;
   if (!make_norm_config(shape, NormConfig::Path::kRegisters, threads, items, &split)) {
     return false;
   }
   split.plain = config->plain;
-  split.trigger_after_writes = !small_grid;
+  split.trigger_after_writes = row_per_sm_add && !small_grid;
   const int64_t blocks_of_groups = next_pow2(ceil_div(groups, kSplitBlockGroups));
-  const int64_t wanted =
-      small_grid ? std::max<int64_t>(kSplitMinBlocks, blocks_of_groups) : kSplitMinBlocks;
+  const int64_t wanted = small_grid       ? std::max<int64_t>(kSplitMinBlocks, blocks_of_groups)
+                         : layer_mid_rows ? kLayerMidSplitBlocks
+                                          : kSplitMinBlocks;
   // Fewer blocks where the GPU's clusters are smaller (split_norm_rows checks every limit).
   for (int blocks = static_cast<int>(std::min<int64_t>(wanted, kNormMaxSplitBlocks)); blocks >= 2;
        blocks /= 2) {
