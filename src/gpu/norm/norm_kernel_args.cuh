@@ -63,6 +63,9 @@ struct NormTraits {
   // An fp8 output in the format some GPU of the platform converts in hardware.
   static constexpr bool kHardwareFp8 =
       std::is_same_v<Fp8_, detail::Fp8E4M3FN> && platform_has_hardware_e4m3fn();
+  // out in x's dtype, or fp8 codes the hardware converts: the outputs the latency kernels (fixed
+  // thread counts, split rows) are built for.
+  static constexpr bool kOutputInHardware = !kFp8Out || kHardwareFp8;
   using TO = std::conditional_t<kFp8Out, uint8_t, TX_>;  // out
   static_assert(!kFp8Out || kKind_ == NormKind::kRms, "fp8 output is an RMSNorm form");
   static constexpr int kLoad = kLoad_;
@@ -86,8 +89,7 @@ struct NormTraits {
   // the hardware converts (e4m3fn on CUDA): with the conversion in software the count's share
   // of the instructions is smaller, and each fp8 format's kernels are already the longest
   // compile of the build (these 54 more took 27% longer on HIP, per architecture).
-  static constexpr bool kFixedRowThreads = kSameDtypes && sizeof(TX_) == 2 &&
-                                           (!kFp8Out || kHardwareFp8);
+  static constexpr bool kFixedRowThreads = kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware;
   // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common
   // call of a decode step, a weight (and LayerNorm's bias) and nothing else. Not the fp8 forms.
   static constexpr bool kPlainBuilt = kFixedRowThreads && !kFp8Out;
@@ -103,7 +105,7 @@ struct NormTraits {
   // AMD's format, whose users run on AMD GPUs): as for the fixed-thread kernels, its 76 would
   // lengthen the build's longest unit for a latency path no NVIDIA deployment takes.
   static constexpr bool kSplitRowsBuilt =
-      platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2 && (!kFp8Out || kHardwareFp8);
+      platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;
