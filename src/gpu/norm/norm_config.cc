@@ -93,6 +93,9 @@ constexpr int64_t kLayerThreeOverFiveRowsPerSm = 4;
 // other group counts, whose exact three-group kernels led by 1.2-3x (N = 96 bf16 at 4 x 3 against
 // 16 x 1); M = 16384 read within +-4% either way.
 constexpr int kShortRowMinThreadsPerRow = 8;
+// RMSNorm's rows of fewer groups than this at batches that do not fill the GPU take three or five
+// groups a thread where those cover the row exactly (choose_norm_config).
+constexpr int64_t kOddShortRowGroups = 128;
 // Those short rows' blocks: as many rows as make this many 16-byte groups of x. Blocks of less
 // work are launched slower than they finish: rms_norm [131072, 64] at 8 x 1 took 13.5 us in
 // blocks of 32 rows (256 groups), 13.9 in blocks of 16, 23.7 in blocks of 8 and 43.4 in blocks
@@ -342,6 +345,24 @@ NormConfig choose_norm_config(const NormShape& shape) {
       }
       if (items_last_partial(groups, c.threads_per_row, 3)) {
         make_norm_config(shape, NormConfig::Path::kRegisters, c.threads_per_row, 3, &c);
+      }
+    }
+    // RMSNorm's rows of fewer groups than kOddShortRowGroups (either form) at batches that do not
+    // fill the GPU, where one group a thread leaves threads idle in the bounds-tested kernel:
+    // three or five groups a thread on 2^k threads where they cover the row exactly, the
+    // bounds-free kernel on fewer warps (N = 768 bf16: one warp of 32 x 3 rather than 128 x 1, 32
+    // of its threads idle). Graph replay on an H200 (bench/NOTES.md, "Norm v42"): rms_norm [1 /
+    // 32, 768] 1.20 / 1.24 -> 1.03 / 1.07 us, fused_add_rms_norm 1.38 / 1.46 -> 1.20 / 1.34.
+    // LayerNorm measured slower there (1.69 -> 1.77 at M = 1) and keeps one group a thread.
+    if (!fills_gpu && !shape.layer && shape.whole_groups && groups < kOddShortRowGroups) {
+      for (const int odd : kNormOddItemCounts) {
+        const int64_t odd_threads = groups / odd;
+        if (groups % odd == 0 && next_pow2(odd_threads) == odd_threads &&
+            odd_items_built(shape, odd) &&
+            make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(odd_threads),
+                             odd, &c)) {
+          break;
+        }
       }
     }
     if (short_rows) widen_short_row_blocks(groups, &c);
