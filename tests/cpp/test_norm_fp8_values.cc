@@ -80,10 +80,10 @@ TEST_P(NormFp8Values, DtypesSizesAndBatches) {
     for (Fp8Format format : kFormats) {
       // 64, 3072, 4096 and 5120: rows that the launch covers exactly (norm_launch.cuh's
       // RowFit::kExact), with one, two, three, four and five groups per thread (640 and 768 bf16
-      // with five and three at small batches). Past one block's
-      // registers: 32768 and 20480, which clusters of 2 blocks of 512 threads and 5 of 128 cover
-      // exactly (where the GPU has clusters; 14336 float32 too, in 7 of 128), 18432 in 9 blocks of
-      // 64, and 40003 on the staged path (gpu::cluster_covers_row).
+      // with five and three at small batches too). Past one block's registers: 32768 and 20480,
+      // which clusters of 2 blocks of 512 threads and 5 of 128 cover exactly (where the GPU has
+      // clusters; 14336 float32 too, in 7 of 128), 18432 in 9 blocks of 64, and 40003 on the staged
+      // path (gpu::cluster_covers_row).
       for (int64_t n :
            {1, 7, 64, 640, 768, 769, 3072, 4096, 5120, 5125, 14336, 18432, 20480, 32768,
             40003}) {

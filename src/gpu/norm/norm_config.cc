@@ -93,8 +93,8 @@ constexpr int64_t kLayerThreeOverFiveRowsPerSm = 4;
 // other group counts, whose exact three-group kernels led by 1.2-3x (N = 96 bf16 at 4 x 3 against
 // 16 x 1); M = 16384 read within +-4% either way.
 constexpr int kShortRowMinThreadsPerRow = 8;
-// RMSNorm's rows of fewer groups than this at batches that do not fill the GPU take three or five
-// groups a thread where those cover the row exactly (choose_norm_config).
+// RMSNorm's rows of fewer groups than this at batches that do not fill the GPU take three groups a
+// thread (five too in the fp8 forms) where those cover the row exactly (choose_norm_config).
 constexpr int64_t kOddShortRowGroups = 128;
 // Those short rows' blocks: as many rows as make this many 16-byte groups of x. Blocks of less
 // work are launched slower than they finish: rms_norm [131072, 64] at 8 x 1 took 13.5 us in
@@ -349,13 +349,18 @@ NormConfig choose_norm_config(const NormShape& shape) {
     }
     // RMSNorm's rows of fewer groups than kOddShortRowGroups (either form) at batches that do not
     // fill the GPU, where one group a thread leaves threads idle in the bounds-tested kernel:
-    // three or five groups a thread on 2^k threads where they cover the row exactly, the
-    // bounds-free kernel on fewer warps (N = 768 bf16: one warp of 32 x 3 rather than 128 x 1, 32
-    // of its threads idle). Graph replay on an H200 (bench/NOTES.md, "Norm v42"): rms_norm [1 /
-    // 32, 768] 1.20 / 1.24 -> 1.03 / 1.07 us, fused_add_rms_norm 1.38 / 1.46 -> 1.20 / 1.34.
-    // LayerNorm measured slower there (1.69 -> 1.77 at M = 1) and keeps one group a thread.
+    // three groups a thread on 2^k threads where they cover the row exactly, the bounds-free
+    // kernel on fewer warps (N = 768 bf16: one warp of 32 x 3 rather than 128 x 1, 32 of its
+    // threads idle); five too in the fp8 forms. Graph replay on an H200 at M = 1 / 32 / 128
+    // against the best one-group launch (bench/NOTES.md, "Norm v42"): rms_norm N = 768 0.86 /
+    // 0.85 / 0.82x (1.19 -> 1.02 us at M = 1), 384 0.98 / 0.84 / 0.83x, 192 1.02 / 0.85 / 0.87x;
+    // fused_add_rms_norm 768 0.87 / 0.92 / 0.86x; rms_norm_quant_fp8 768 0.73 / 0.73 / 0.69x, 640
+    // (16 x 5) 0.90 / 0.82 / 0.77x. Five groups lost in the other forms (rms_norm [1, 640] 1.12x,
+    // the fused add 1.18x), as did three groups for LayerNorm (layer_norm [1, 768] 1.77 us
+    // against 1.69), which keep one group a thread.
     if (!fills_gpu && !shape.layer && shape.whole_groups && groups < kOddShortRowGroups) {
       for (const int odd : kNormOddItemCounts) {
+        if (odd == 5 && !shape.fp8_output) continue;
         const int64_t odd_threads = groups / odd;
         if (groups % odd == 0 && next_pow2(odd_threads) == odd_threads &&
             odd_items_built(shape, odd) &&
