@@ -1,7 +1,8 @@
 // The norm launch heuristic's rows that are not a power-of-two number of 16-byte groups (plain
 // C++, no GPU needed): three or five groups per thread where that many cover the row exactly
-// (kNormOddItemCounts), and no mid-batch pairs that would leave slots idle (bench/NOTES.md,
-// "Norm v25"). The other shapes are tested in test_norm_config.cc.
+// (kNormOddItemCounts), no mid-batch pairs that would leave slots idle (bench/NOTES.md, "Norm
+// v25"), and RMSNorm's short rows at small batches ("Norm v42"). The other shapes are tested in
+// test_norm_config.cc.
 #include "gpu/norm/norm_config.h"
 
 #include <string>
@@ -153,6 +154,48 @@ TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
     unaligned.whole_groups = false;
     expect_registers_shape(unaligned, 3072, 256, 256, 2);
   }
+}
+
+// RMSNorm's rows of fewer than 128 whole groups at batches that do not fill the GPU: three groups a
+// thread where they cover the row exactly on 2^k threads (N = 768 bf16: 32 x 3, not 128 x 1), in
+// every RMSNorm form, and five in the fp8 forms (N = 640: 16 x 5); LayerNorm, rows that are not
+// whole groups and rows of other counts keep one group a thread.
+TEST(NormConfig, ShortRowsOfOddGroupCountsTakeOddItemsAtSmallBatches) {
+  struct Case {
+    int64_t cols;
+    int threads_per_row, items;
+  };
+  for (const bool add : {false, true}) {
+    for (const bool fp8 : {false, true}) {
+      NormShape rms;
+      rms.whole_groups = true;
+      rms.adds_residual = add;
+      rms.fp8_output = fp8;
+      rms.min_blocks_per_sm = add ? 1 : 2;
+      SCOPED_TRACE(std::string(add ? "add " : "") + (fp8 ? "fp8" : ""));
+      for (const int64_t rows : {1, 32, 128}) {
+        for (const Case& k : {Case{768, 32, 3}, Case{384, 16, 3}, Case{192, 8, 3},
+                              fp8 ? Case{640, 16, 5} : Case{640, 128, 1}, Case{896, 128, 1},
+                              Case{512, 64, 1}}) {
+          expect_registers_shape(rms, k.cols, rows, k.threads_per_row, k.items);
+        }
+      }
+      // float32: 96 groups at N = 384.
+      NormShape rms32 = rms;
+      rms32.group_elems = 4;
+      rms32.source_elem_bytes = 4;
+      expect_registers_shape(rms32, 384, 1, 32, 3);
+      // Not whole groups: the bounds-tested kernel's one group a thread.
+      NormShape partial = rms;
+      partial.whole_groups = false;
+      expect_registers_shape(partial, 768, 1, 128, 1);
+    }
+  }
+  NormShape layer;
+  layer.whole_groups = true;
+  layer.layer = true;
+  expect_registers_shape(layer, 768, 1, 128, 1);
+  expect_registers_shape(layer, 640, 32, 128, 1);
 }
 
 }  // namespace
