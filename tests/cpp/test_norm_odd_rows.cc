@@ -21,6 +21,12 @@ struct RowsCase {
   int threads_per_row, items;
 };
 
+// A row length and the registers-path launch expected for it, at batches a test loops over.
+struct LaunchCase {
+  int64_t cols;
+  int threads_per_row, items;
+};
+
 // Whole, aligned groups of a `group`-element dtype, RMSNorm or LayerNorm, with or without the add
 // (each with its register budget: norm_min_blocks_per_sm for one dtype).
 NormShape whole_rows(int group, bool layer, bool add) {
@@ -34,10 +40,11 @@ NormShape whole_rows(int group, bool layer, bool add) {
   return s;
 }
 
-// Rows of 3 x 2^k or 5 x 2^k whole groups take that many groups per thread (no idle slot) once
-// the batch fills the GPU (fp8 outputs included); not at small batches, not five for LayerNorm
-// with the add (which takes three there, its threads' last groups partly past the row), not when
-// the rows are not whole, aligned groups. Other rows keep four.
+// Rows of 3 x 2^k or 5 x 2^k whole groups take that many groups per thread (no idle slot) once the
+// batch fills the GPU (fp8 outputs included); not at small batches (but for RMSNorm's rows of fewer
+// than 128 groups: the last test), not five for LayerNorm with the add (which takes three there,
+// its threads' last groups partly past the row), not when the rows are not whole, aligned groups.
+// Other rows keep four.
 TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
   using Case = RowsCase;
   for (const Case& k : {Case{5120, 16384, 8, 128, 5}, Case{5120, 2048, 8, 128, 5},
@@ -108,10 +115,7 @@ TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
 // pairs up to 256 groups, or where the groups are not whole); its splits over two blocks at up
 // to twice as many rows as SMs are test_norm_config_split_rows.cc's.
 TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
-  struct Case {
-    int64_t cols;
-    int threads_per_row, items;
-  };
+  using Case = LaunchCase;
   for (const bool add : {false, true}) {
     for (const bool plain : {false, true}) {
       NormShape s;  // 132 SMs, bf16
@@ -161,17 +165,11 @@ TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
 // every RMSNorm form, and five in the fp8 forms (N = 640: 16 x 5); LayerNorm, rows that are not
 // whole groups and rows of other counts keep one group a thread.
 TEST(NormConfig, ShortRowsOfOddGroupCountsTakeOddItemsAtSmallBatches) {
-  struct Case {
-    int64_t cols;
-    int threads_per_row, items;
-  };
+  using Case = LaunchCase;
   for (const bool add : {false, true}) {
     for (const bool fp8 : {false, true}) {
-      NormShape rms;
-      rms.whole_groups = true;
-      rms.adds_residual = add;
+      NormShape rms = whole_rows(8, false, add);
       rms.fp8_output = fp8;
-      rms.min_blocks_per_sm = add ? 1 : 2;
       SCOPED_TRACE(std::string(add ? "add " : "") + (fp8 ? "fp8" : ""));
       for (const int64_t rows : {1, 32, 128}) {
         for (const Case& k : {Case{768, 32, 3}, Case{384, 16, 3}, Case{192, 8, 3},
@@ -181,9 +179,8 @@ TEST(NormConfig, ShortRowsOfOddGroupCountsTakeOddItemsAtSmallBatches) {
         }
       }
       // float32: 96 groups at N = 384.
-      NormShape rms32 = rms;
-      rms32.group_elems = 4;
-      rms32.source_elem_bytes = 4;
+      NormShape rms32 = whole_rows(4, false, add);
+      rms32.fp8_output = fp8;
       expect_registers_shape(rms32, 384, 1, 32, 3);
       // Not whole groups: the bounds-tested kernel's one group a thread.
       NormShape partial = rms;
@@ -191,9 +188,7 @@ TEST(NormConfig, ShortRowsOfOddGroupCountsTakeOddItemsAtSmallBatches) {
       expect_registers_shape(partial, 768, 1, 128, 1);
     }
   }
-  NormShape layer;
-  layer.whole_groups = true;
-  layer.layer = true;
+  const NormShape layer = whole_rows(8, true, false);
   expect_registers_shape(layer, 768, 1, 128, 1);
   expect_registers_shape(layer, 640, 32, 128, 1);
 }
