@@ -103,6 +103,22 @@ constexpr int64_t kOddShortRowGroups = 128;
 // N = 778 (98 groups) instead of two measured level to 5% slower.
 constexpr int64_t kShortRowBlockGroups = 256;
 
+// The registers path's three (or, with allow_five, five) groups a thread on a power-of-two number
+// of threads that cover the row's `groups` exactly, in a form with that kernel: into *c, or false
+// with *c as it was.
+bool exact_odd_items(const NormShape& shape, int64_t groups, bool allow_five, NormConfig* c) {
+  for (const int odd : kNormOddItemCounts) {
+    if (odd == 5 && !allow_five) continue;
+    const int64_t threads = groups / odd;
+    if (groups % odd == 0 && next_pow2(threads) == threads && odd_items_built(shape, odd) &&
+        make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(threads), odd,
+                         c)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string NormConfig::to_string() const {
@@ -330,18 +346,11 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const bool layer_three_over_five =
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
     if (fills_gpu && items == kNormMaxItems && shape.whole_groups) {
-      for (const int odd : kNormOddItemCounts) {
-        if (odd == 5 && layer_three_over_five) continue;
-        const int64_t odd_threads = groups / odd;
-        if (groups % odd == 0 && next_pow2(odd_threads) == odd_threads &&
-            odd_items_built(shape, odd) &&
-            make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(odd_threads),
-                             odd, &c)) {
-          // A decode step's rows split all the same (M = 32 at N = 5120, 6144 bf16).
-          NormConfig split = c;
-          split.plain = shape.plain_form;
-          return take_split_rows(shape, &split) ? split : c;
-        }
+      if (exact_odd_items(shape, groups, !layer_three_over_five, &c)) {
+        // A decode step's rows split all the same (M = 32 at N = 5120, 6144 bf16).
+        NormConfig split = c;
+        split.plain = shape.plain_form;
+        return take_split_rows(shape, &split) ? split : c;
       }
       if (items_last_partial(groups, c.threads_per_row, 3)) {
         make_norm_config(shape, NormConfig::Path::kRegisters, c.threads_per_row, 3, &c);
@@ -359,16 +368,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // the fused add 1.18x), as did three groups for LayerNorm (layer_norm [1, 768] 1.77 us
     // against 1.69), which keep one group a thread.
     if (!fills_gpu && !shape.layer && shape.whole_groups && groups < kOddShortRowGroups) {
-      for (const int odd : kNormOddItemCounts) {
-        if (odd == 5 && !shape.fp8_output) continue;
-        const int64_t odd_threads = groups / odd;
-        if (groups % odd == 0 && next_pow2(odd_threads) == odd_threads &&
-            odd_items_built(shape, odd) &&
-            make_norm_config(shape, NormConfig::Path::kRegisters, static_cast<int>(odd_threads),
-                             odd, &c)) {
-          break;
-        }
-      }
+      exact_odd_items(shape, groups, shape.fp8_output, &c);
     }
     if (short_rows) widen_short_row_blocks(groups, &c);
     // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per
