@@ -133,16 +133,18 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
         for (int64_t n :
-             {7, 64, 384, 640, 768, 769, 2304, 3072, 3584, 4096, 5120, 5125, 8192, 16384}) {
+             {7, 24, 40, 64, 384, 640, 768, 769, 2304, 3072, 3584, 4096, 5120, 5125, 8192,
+              16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
           gpu::NormShape shape;
           ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
           std::vector<uint64_t> reference;
-          // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the
-          // row exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
-          // threads, rows sharing a block; N = 640 and 768: 16 x 5 and 32 x 3 bf16) in the forms that have that kernel
+          // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the row
+          // exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
+          // threads, rows sharing a block; N = 640 and 768: 16 x 5 and 32 x 3 bf16; N = 24 and 40:
+          // one thread a row, 64 rows a block) in the forms that have that kernel
           // (gpu::odd_items_built). N = 3584 at four groups per thread and 2304 at three: every
           // thread's last group tested against the row's end and its others not
           // (RowFit::kLastPartial); 3584 also against twice the threads (RowFit::kWhole).
