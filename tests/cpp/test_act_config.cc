@@ -77,11 +77,15 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           ASSERT_LE(q.block_threads, kActMaxBlockThreads);
           ASSERT_EQ(q.block_threads % s.warp_size, 0);
           if (q.cluster_blocks > 1) {
-            // A row over a cluster's blocks: small batches, or rows past the compact block (at
-            // four groups per thread) at any batch.
+            // A row over a cluster's blocks: small batches, a pair of blocks while the pairs
+            // hold at most kActQuantPairSplitThreadsPerSm threads per SM, or rows past the
+            // compact block (at four groups per thread) at any batch.
             const int64_t block_threads =
                 ceil_div(ceil_div(groups, act_quant_items(group)), s.warp_size) * s.warp_size;
-            ASSERT_TRUE(2 * m < s.sm_count ||
+            const bool pair = q.cluster_blocks == 2 &&
+                              q.grid * q.block_threads <=
+                                  int64_t{kActQuantPairSplitThreadsPerSm} * s.sm_count;
+            ASSERT_TRUE(2 * m < s.sm_count || pair ||
                         (q.items == 4 && block_threads > kActQuantCompactThreads));
             ASSERT_LE(q.cluster_blocks, std::min(s.max_cluster_blocks, kActQuantMaxClusterBlocks));
             ASSERT_TRUE(q.items == 1 || q.items == 2 || q.items == 4);
@@ -148,12 +152,65 @@ TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.cluster_blocks, 4) << q.to_string();
   EXPECT_EQ(q.items, 4);
-  s.cols = 14336;  // and a block per row where the compact block takes the row
+  s.cols = 14336;  // the compact block's row: over two blocks at mid batches
+  EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 2);  // (MidBatchesSplitRowsOverPairs)
+  s.rows = 256;     // and a block per row past them
   EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
   s.cols = 28672;
   s.rows = 1;
   s.max_cluster_blocks = 1;  // no clusters (HIP, before sm_90)
   EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 1);
+}
+
+// From half as many rows as SMs, a row over two blocks of a cluster at the fewest groups per
+// thread that take exactly two, while the pairs come to at most kActQuantPairSplitThreadsPerSm
+// threads per SM (132 x 512 = 67584 on an H100); past that, or where no item count gives two
+// blocks, a block per row. Without clusters, always a block per row.
+TEST(ActConfig, MidBatchesSplitRowsOverPairs) {
+  struct Case {
+    int group;
+    int64_t cols;
+    int items;          // of the pair; 0: no count gives two blocks
+    int block_threads;  // of each of the pair's blocks
+  };
+  // bf16 N = 2048: 256 groups, one each on 2 x 128; 4096: 512 groups, two each (one would take
+  // three blocks); 6144: two each on 2 x 192; 8192: four each on 2 x 128; 11008: 1376 groups,
+  // four each on 344 threads, 2 x 192; 14336: 2 x 224. float32 N = 2048: 512 groups, as bf16's
+  // 4096. N = 1792 bf16 (224 groups) fits one block at one group per thread; N = 18944 takes
+  // three blocks at four. N = 2056 bf16 (257 groups, one each) takes 2 x 160.
+  for (const Case& k :
+       {Case{8, 2048, 1, 128}, Case{8, 4096, 2, 128}, Case{8, 6144, 2, 192},
+        Case{8, 8192, 4, 128}, Case{8, 11008, 4, 192}, Case{8, 14336, 4, 224},
+        Case{4, 2048, 2, 128}, Case{8, 2056, 1, 160}, Case{8, 1792, 0, 0},
+        Case{8, 18944, 0, 0}}) {
+    ActShape s = device_shape(0);  // H100
+    s.group_elems = k.group;
+    s.cols = k.cols;
+    const int64_t pair_threads = 2 * int64_t{k.block_threads};
+    const int64_t last_split_rows = k.items == 0 ? 0 : 132 * 512 / pair_threads;
+    for (const int64_t m : {int64_t{66}, int64_t{128}, last_split_rows, last_split_rows + 1,
+                            int64_t{4096}}) {
+      if (m < 66) continue;
+      s.rows = m;
+      const ActQuantConfig q = choose_act_quant_config(s);
+      SCOPED_TRACE("group=" + std::to_string(k.group) + " n=" + std::to_string(k.cols) +
+                   " m=" + std::to_string(m) + " " + q.to_string());
+      if (k.items != 0 && m <= last_split_rows) {
+        EXPECT_EQ(q.cluster_blocks, 2);
+        EXPECT_EQ(q.items, k.items);
+        EXPECT_EQ(q.block_threads, k.block_threads);
+        EXPECT_EQ(q.grid, 2 * m);
+        EXPECT_GE(int64_t{2} * q.block_threads * q.items * k.group, k.cols);  // covers the row
+      } else if (k.cols <= 14336) {
+        EXPECT_EQ(q.to_string(), make_act_quant_block_config(s).to_string());
+      } else {
+        EXPECT_GT(q.cluster_blocks, 2);  // RowsPastTheCompactBlockTakeClusters
+      }
+      ActShape no_clusters = s;  // HIP, before sm_90
+      no_clusters.max_cluster_blocks = 1;
+      EXPECT_EQ(choose_act_quant_config(no_clusters).cluster_blocks, 1);
+    }
+  }
 }
 
 // A block per row: 32 elements of y per thread whatever the dtype (four 16-byte groups of bf16,

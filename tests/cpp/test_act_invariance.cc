@@ -5,8 +5,8 @@
 // changes the kernels' access width but must not change the result); and two runs on the same
 // inputs must be bitwise identical. That covers the fp8 codes and the per-row scales too. The
 // sizes put the batch on the GPU's large-batch launch shape (four groups per thread, blocks
-// looping over rows) and the lone row on its small-batch one, and the quantized op's longest row
-// on its two-pass path.
+// looping over rows) and the lone row on its small-batch one, the quantized op's mid batch on
+// its pair of cluster blocks a row, and its longest row on its two-pass path.
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -69,6 +69,20 @@ std::vector<ActCase> batch_cases(Activation act, ActMode mode) {
         }
       }
     }
+  }
+  if (mode == ActMode::kQuantFp8) {
+    // A mid batch whose rows each take a pair of a cluster's blocks on a GPU of about 132 SMs or
+    // more (N = 4096 bf16: 2 x 128 threads at two groups each; MidBatchesSplitRowsOverPairs),
+    // against the lone row's decode split (three blocks at one group each).
+    ActCase c;
+    c.act = act;
+    c.mode = mode;
+    c.dtype = DType::kBFloat16;
+    c.rows = 257;
+    c.cols = 4096;
+    c.format = act == Activation::kGelu ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
+    c.seed = 4096;
+    cases.push_back(c);
   }
   if (mode == ActMode::kQuantFp8 && act == Activation::kSilu) {
     // Beyond 1024 threads x 32 elements and beyond an eight-block cluster (N = 57344 bf16): the

@@ -228,6 +228,27 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
       if (make_act_quant_cluster_config(shape, items, &c)) return c;
     }
   }
+  // Mid batches: each row over two blocks of a cluster, at the fewest groups per thread that
+  // take exactly two (N = 2048 bf16: one, in 2 x 128 threads; 4096 and 6144: two; 8192-14336:
+  // four, as the block per row has), while those blocks hold at most
+  // kActQuantPairSplitThreadsPerSm threads per SM. A block per row at these batches leaves each
+  // SM one or two rows of its longest chains (four groups per thread, y staged through shared
+  // memory); the pair halves the row on the SM and keeps y in registers. Measured on an H200
+  // (bench/NOTES.md, "fp8 act_and_mul v21"), graph replay, silu / gelu: M = 128 0.48-0.97x the
+  // block per row's time at every N from 2048 to 14336 ([128, 2048] 1.71 against 3.19 us), M = 256
+  // 0.60-0.78x at N = 2048 and 4096 (2 x 128 threads a row: 496 threads per SM); where the pair's
+  // blocks are 192-224 threads (N = 6144, 11008, 14336), M = 256 measured 1.06-1.33x, and so did
+  // clusters of three or more blocks at these batches (up to 1.7x).
+  if (shape.rows >= 1) {
+    for (int items = 1; items <= kActQuantClusterMaxItems; items *= 2) {
+      ActQuantConfig c;
+      if (!make_act_quant_cluster_config(shape, items, &c) || c.cluster_blocks != 2) continue;
+      if (c.grid * c.block_threads <= int64_t{kActQuantPairSplitThreadsPerSm} * shape.sm_count) {
+        return c;
+      }
+      break;
+    }
+  }
   // Rows past the compact block (N > 14336: its 448 threads at 32 elements each) at larger
   // batches: split over a cluster at four groups per thread as well, where that takes at most
   // kActQuantMaxClusterBlocks blocks (N <= 57344 for 16-bit inputs, 28672 for float32). The wide
