@@ -78,15 +78,20 @@ TEST(ActConfig, ValidForAnyRowLengthAndBatch) {
           ASSERT_EQ(q.block_threads % s.warp_size, 0);
           if (q.cluster_blocks > 1) {
             // A row over a cluster's blocks: small batches, a pair of blocks while the pairs
-            // hold at most kActQuantPairSplitThreadsPerSm threads per SM, or rows past the
+            // hold at most kActQuantSplitThreadsPerSm threads per SM, or rows past the
             // compact block (at four groups per thread) at any batch.
             const int64_t block_threads =
                 ceil_div(ceil_div(groups, act_quant_items(group)), s.warp_size) * s.warp_size;
             const bool pair = q.cluster_blocks == 2 &&
                               q.grid * q.block_threads <=
-                                  int64_t{kActQuantPairSplitThreadsPerSm} * s.sm_count;
+                                  int64_t{kActQuantSplitThreadsPerSm} * s.sm_count;
             ASSERT_TRUE(2 * m < s.sm_count || pair ||
                         (q.items == 4 && block_threads > kActQuantCompactThreads));
+            // Split rows stay within that many threads per SM, but where even four groups a
+            // thread would not.
+            ASSERT_TRUE(q.grid * q.block_threads <=
+                            int64_t{kActQuantSplitThreadsPerSm} * s.sm_count ||
+                        q.items == 4);
             ASSERT_LE(q.cluster_blocks, std::min(s.max_cluster_blocks, kActQuantMaxClusterBlocks));
             ASSERT_TRUE(q.items == 1 || q.items == 2 || q.items == 4);
             // As few blocks as the widest would take, each of the fewest warps that cover the
@@ -145,8 +150,26 @@ TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
   q = choose_act_quant_config(s);
   EXPECT_EQ(q.cluster_blocks, 8) << q.to_string();
   EXPECT_EQ(q.items, 2);
-  s.rows = 65;  // rows for fewer than half the SMs: still split
-  EXPECT_EQ(choose_act_quant_config(s).cluster_blocks, 8);
+  s.rows = 65;  // rows for fewer than half the SMs: still split, but 65 x 8 x 224 threads are
+                // past kActQuantSplitThreadsPerSm (512) x 132: four groups a thread, 4 x 224
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.cluster_blocks, 4) << q.to_string();
+  EXPECT_EQ(q.items, 4);
+  s.rows = 37;  // 37 x 1792 threads are within it
+  EXPECT_EQ(choose_act_quant_config(s).items, 2);
+  s.rows = 38;
+  EXPECT_EQ(choose_act_quant_config(s).items, 4);
+  s.cols = 11008;  // 1376 groups: one a thread in 7 x 224 up to 43 rows (67424 threads)...
+  s.rows = 43;
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.cluster_blocks, 7) << q.to_string();
+  EXPECT_EQ(q.items, 1);
+  s.rows = 44;  // ... then two a thread in 4 x 192
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.cluster_blocks, 4) << q.to_string();
+  EXPECT_EQ(q.items, 2);
+  EXPECT_EQ(q.block_threads, 192);
+  s.cols = 28672;
   s.rows = 66;  // from half the SMs on, four groups per thread: past the compact block, still
                 // split (RowsPastTheCompactBlockTakeClusters)
   q = choose_act_quant_config(s);
@@ -163,7 +186,7 @@ TEST(ActConfig, DecodeStepsSplitQuantizedRowsOverClusters) {
 }
 
 // From half as many rows as SMs, a row over two blocks of a cluster at the fewest groups per
-// thread that take exactly two, while the pairs come to at most kActQuantPairSplitThreadsPerSm
+// thread that take exactly two, while the pairs come to at most kActQuantSplitThreadsPerSm
 // threads per SM (132 x 512 = 67584 on an H100); past that, or where no item count gives two
 // blocks, a block per row. Without clusters, always a block per row.
 TEST(ActConfig, MidBatchesSplitRowsOverPairs) {

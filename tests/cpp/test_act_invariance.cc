@@ -1,12 +1,13 @@
 // Batch invariance and determinism of the gated-activation ops, on every backend present.
 //
-// A row computed inside a batch of 257 rows must be bitwise identical to the same row computed
-// alone, whether the lone row sits in a fresh aligned buffer or one element off alignment (which
-// changes the kernels' access width but must not change the result); and two runs on the same
-// inputs must be bitwise identical. That covers the fp8 codes and the per-row scales too. The
+// A row computed inside a batch (of 257 rows, or 48) must be bitwise identical to the same row
+// computed alone, whether the lone row sits in a fresh aligned buffer or one element off alignment
+// (which changes the kernels' access width but must not change the result); and two runs on the
+// same inputs must be bitwise identical. That covers the fp8 codes and the per-row scales too. The
 // sizes put the batch on the GPU's large-batch launch shape (four groups per thread, blocks
 // looping over rows) and the lone row on its small-batch one, the quantized op's mid batch on
-// its pair of cluster blocks a row, and its longest row on its two-pass path.
+// its pair of cluster blocks a row and a decode-sized batch on fewer, wider clusters than the
+// lone row's, and its longest row on its two-pass path.
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -82,6 +83,12 @@ std::vector<ActCase> batch_cases(Activation act, ActMode mode) {
     c.cols = 4096;
     c.format = act == Activation::kGelu ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
     c.seed = 4096;
+    cases.push_back(c);
+    // A decode-sized batch past kActQuantSplitThreadsPerSm at one group a thread (48 rows of
+    // N = 11008 on 132 SMs: two groups a thread in 4 x 192), against the lone row's 7 x 224.
+    c.rows = 48;
+    c.cols = 11008;
+    c.seed = 11008;
     cases.push_back(c);
   }
   if (mode == ActMode::kQuantFp8 && act == Activation::kSilu) {

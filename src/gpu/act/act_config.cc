@@ -221,17 +221,24 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   // at the fewest items per thread that keep it within the portable cluster size. Measured on an
   // H100 (bench/NOTES.md, "fp8 act_and_mul v13"): the split is 1.3-2x faster than a block per
   // row at M <= 32 and 2-14% at M = 64; at M = 128 a block per row is 9-23% faster (silu
-  // [128, 11008]: 4.72 against 5.79 us), but for gelu at N = 14336, 3% slower.
+  // [128, 11008]: 4.72 against 5.79 us), but for gelu at N = 14336, 3% slower. The fewest items
+  // whose clusters come to at most kActQuantSplitThreadsPerSm threads per SM: on an H200
+  // (bench/NOTES.md, "fp8 act_and_mul v21"), one group a thread in clusters of five to eight
+  // blocks lost 0.6-0.8 us to two groups in three or four blocks once the batch passed that
+  // (silu [48, 11008]: 3.00 against 2.30 us; [64, 8192]: 2.93 against 2.25), and led below it.
   if (shape.rows >= 1 && 2 * shape.rows < shape.sm_count) {
     ActQuantConfig c;
     for (int items = 1; items <= 4; items *= 2) {
-      if (make_act_quant_cluster_config(shape, items, &c)) return c;
+      if (make_act_quant_cluster_config(shape, items, &c) &&
+          c.grid * c.block_threads <= int64_t{kActQuantSplitThreadsPerSm} * shape.sm_count) {
+        return c;
+      }
     }
   }
   // Mid batches: each row over two blocks of a cluster, at the fewest groups per thread that
   // take exactly two (N = 2048 bf16: one, in 2 x 128 threads; 4096 and 6144: two; 8192-14336:
   // four, as the block per row has), while those blocks hold at most
-  // kActQuantPairSplitThreadsPerSm threads per SM. A block per row at these batches leaves each
+  // kActQuantSplitThreadsPerSm threads per SM. A block per row at these batches leaves each
   // SM one or two rows of its longest chains (four groups per thread, y staged through shared
   // memory); the pair halves the row on the SM and keeps y in registers. Measured on an H200
   // (bench/NOTES.md, "fp8 act_and_mul v21"), graph replay, silu / gelu: M = 128 0.48-0.97x the
@@ -243,7 +250,7 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
     for (int items = 1; items <= kActQuantClusterMaxItems; items *= 2) {
       ActQuantConfig c;
       if (!make_act_quant_cluster_config(shape, items, &c) || c.cluster_blocks != 2) continue;
-      if (c.grid * c.block_threads <= int64_t{kActQuantPairSplitThreadsPerSm} * shape.sm_count) {
+      if (c.grid * c.block_threads <= int64_t{kActQuantSplitThreadsPerSm} * shape.sm_count) {
         return c;
       }
       break;

@@ -89,10 +89,11 @@ constexpr int kActMaxBlockThreads = 1024;
 constexpr int kActQuantClusterMaxThreads = 224;
 constexpr int kActQuantClusterBlocksPerSm = 5;
 constexpr int kActQuantClusterMaxItems = 4;    // cluster path: groups per thread (1, 2 or 4)
-// Mid batches (half as many rows as SMs and more) split each row over two blocks of a cluster
-// while those blocks come to at most this many threads per SM; more take a block per row
+// The most threads per SM that a batch's rows split over clusters may come to: decode-sized
+// batches take more groups per thread past it, mid batches (half as many rows as SMs and more)
+// split each row over two blocks only within it, and take a block per row past it
 // (act_config.cc).
-constexpr int kActQuantPairSplitThreadsPerSm = 512;
+constexpr int kActQuantSplitThreadsPerSm = 512;
 // Elementwise kernels: threads per block; the most groups a thread takes (large batches); and the
 // most threads of one launch before the threads loop over the rows (2^27: a grid of 512K blocks,
 // hundreds of times what any GPU holds at once, so in practice every row has its own threads).
