@@ -48,6 +48,19 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
          act_mode_name(mode);
 }
 
+// A batch of the quantized op's, bf16 with a fused input, seeded by its row length.
+ActCase quant_batch(Activation act, int64_t rows, int64_t cols, Fp8Format format) {
+  ActCase c;
+  c.act = act;
+  c.mode = ActMode::kQuantFp8;
+  c.dtype = DType::kBFloat16;
+  c.rows = rows;
+  c.cols = cols;
+  c.format = format;
+  c.seed = static_cast<uint32_t>(cols);
+  return c;
+}
+
 std::vector<ActCase> batch_cases(Activation act, ActMode mode) {
   std::vector<ActCase> cases;
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
@@ -72,52 +85,32 @@ std::vector<ActCase> batch_cases(Activation act, ActMode mode) {
     }
   }
   if (mode == ActMode::kQuantFp8) {
+    const Fp8Format format = act == Activation::kGelu ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
     // A mid batch whose rows each take a pair of a cluster's blocks on a GPU of about 132 SMs or
     // more (N = 4096 bf16: 2 x 128 threads at two groups each; MidBatchesSplitRowsOverPairs),
     // against the lone row's decode split (three blocks at one group each).
-    ActCase c;
-    c.act = act;
-    c.mode = mode;
-    c.dtype = DType::kBFloat16;
-    c.rows = 257;
-    c.cols = 4096;
-    c.format = act == Activation::kGelu ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
-    c.seed = 4096;
-    cases.push_back(c);
+    cases.push_back(quant_batch(act, 257, 4096, format));
     // A decode-sized batch past kActQuantSplitThreadsPerSm at one group a thread (48 rows of
     // N = 11008 on 132 SMs: two groups a thread in 4 x 192), against the lone row's 7 x 224.
-    c.rows = 48;
-    c.cols = 11008;
-    c.seed = 11008;
-    cases.push_back(c);
+    cases.push_back(quant_batch(act, 48, 11008, format));
   }
   if (mode == ActMode::kQuantFp8 && act == Activation::kSilu) {
     // Beyond 1024 threads x 32 elements and beyond an eight-block cluster (N = 57344 bf16): the
     // GPU's two-pass quantizer (shared by every activation, so once).
-    ActCase c;
-    c.act = act;
-    c.mode = mode;
-    c.dtype = DType::kBFloat16;
-    c.rows = 257;
-    c.cols = 66000;
-    c.format = Fp8Format::kE4M3FNUZ;
+    ActCase c = quant_batch(act, 257, 66000, Fp8Format::kE4M3FNUZ);
     c.scale_upper_bound = 0.05f;
     cases.push_back(c);
     // Past the compact block (N > 14336): a cluster per row at every batch, four groups per
     // thread in the batch and fewer alone (the decode split), in both dtypes.
     for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+      c = quant_batch(act, 257, 18944,
+                      dtype == DType::kFloat32 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN);
       c.dtype = dtype;
-      c.cols = 18944;
-      c.format = dtype == DType::kFloat32 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
-      c.scale_upper_bound = 0.0f;
       c.seed = 18944 + static_cast<uint32_t>(dtype);
       cases.push_back(c);
     }
     // Past 1024 threads x 32 elements, within eight blocks: a cluster of seven.
-    c.dtype = DType::kBFloat16;
-    c.cols = 45000;
-    c.seed = 45000;
-    cases.push_back(c);
+    cases.push_back(quant_batch(act, 257, 45000, Fp8Format::kE4M3FNUZ));
   }
   return cases;
 }
