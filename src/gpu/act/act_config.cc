@@ -20,6 +20,12 @@ int64_t row_groups(const ActShape& shape) {
   return ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
 }
 
+// Whether a batch's rows split over clusters come to at most kActQuantSplitThreadsPerSm threads
+// per SM.
+bool split_within_thread_budget(const ActShape& shape, const ActQuantConfig& c) {
+  return c.grid * c.block_threads <= int64_t{kActQuantSplitThreadsPerSm} * shape.sm_count;
+}
+
 }  // namespace
 
 std::string ActElementwiseConfig::to_string() const {
@@ -229,8 +235,7 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   if (shape.rows >= 1 && 2 * shape.rows < shape.sm_count) {
     ActQuantConfig c;
     for (int items = 1; items <= 4; items *= 2) {
-      if (make_act_quant_cluster_config(shape, items, &c) &&
-          c.grid * c.block_threads <= int64_t{kActQuantSplitThreadsPerSm} * shape.sm_count) {
+      if (make_act_quant_cluster_config(shape, items, &c) && split_within_thread_budget(shape, c)) {
         return c;
       }
     }
@@ -250,10 +255,8 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
     for (int items = 1; items <= kActQuantClusterMaxItems; items *= 2) {
       ActQuantConfig c;
       if (!make_act_quant_cluster_config(shape, items, &c) || c.cluster_blocks != 2) continue;
-      if (c.grid * c.block_threads <= int64_t{kActQuantSplitThreadsPerSm} * shape.sm_count) {
-        return c;
-      }
-      break;
+      if (split_within_thread_budget(shape, c)) return c;
+      break;  // more items per thread take one block
     }
   }
   // Rows past the compact block (N > 14336: its 448 threads at 32 elements each) at larger
