@@ -234,7 +234,7 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   // (silu [48, 11008]: 3.00 against 2.30 us; [64, 8192]: 2.93 against 2.25), and led below it.
   if (shape.rows >= 1 && 2 * shape.rows < shape.sm_count) {
     ActQuantConfig c;
-    for (int items = 1; items <= 4; items *= 2) {
+    for (int items = 1; items <= kActQuantClusterMaxItems; items *= 2) {
       if (make_act_quant_cluster_config(shape, items, &c) && split_within_thread_budget(shape, c)) {
         return c;
       }
@@ -249,8 +249,8 @@ ActQuantConfig choose_act_quant_config(const ActShape& shape) {
   // (bench/NOTES.md, "fp8 act_and_mul v21"), graph replay, silu / gelu: M = 128 0.48-0.97x the
   // block per row's time at every N from 2048 to 14336 ([128, 2048] 1.71 against 3.19 us), M = 256
   // 0.60-0.78x at N = 2048 and 4096 (2 x 128 threads a row: 496 threads per SM); where the pair's
-  // blocks are 192-224 threads (N = 6144, 11008, 14336), M = 256 measured 1.06-1.33x, and so did
-  // clusters of three or more blocks at these batches (up to 1.7x).
+  // blocks are 192-224 threads (N = 6144, 11008, 14336), M = 256 measured 1.06-1.34x, and so did
+  // clusters of three or more blocks at these batches (up to 1.65x).
   if (shape.rows >= 1) {
     for (int items = 1; items <= kActQuantClusterMaxItems; items *= 2) {
       ActQuantConfig c;
