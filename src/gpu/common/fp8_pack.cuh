@@ -13,6 +13,13 @@
 
 namespace fusekit::gpu {
 
+// Whether this compilation converts to format F in hardware (else in software, a few tens of
+// integer instructions per code).
+template <class F>
+FUSEKIT_HOST_DEVICE constexpr bool hardware_fp8_codes() {
+  return hardware_e4m3fn_compiled() && F::kFormat == Fp8Format::kE4M3FN;
+}
+
 template <class F, int G>
 FUSEKIT_DEVICE Packed<uint8_t, G> quantize_group(const float (&v)[G], float inverse_scale) {
   static_assert(G % 4 == 0, "groups fill whole 32-bit words of codes");
@@ -22,7 +29,7 @@ FUSEKIT_DEVICE Packed<uint8_t, G> quantize_group(const float (&v)[G], float inve
 #pragma unroll
   for (int w = 0; w < G / 4; ++w) {
     const float* x = v + 4 * w;
-    if constexpr (hardware_e4m3fn_compiled() && F::kFormat == Fp8Format::kE4M3FN) {
+    if constexpr (hardware_fp8_codes<F>()) {
       q.words[w] = hardware_e4m3fn_quad(x[0] * inverse_scale, x[1] * inverse_scale,
                                         x[2] * inverse_scale, x[3] * inverse_scale);
     } else {

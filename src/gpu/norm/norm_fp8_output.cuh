@@ -14,6 +14,23 @@
 
 namespace fusekit::gpu {
 
+// Whether K's kernels leave out the outputs of weight_after_cast, which the fp8 forms never take
+// (fusekit/norm.h; launch_norm_fp8 refuses it): where their codes are converted in software
+// (e4m3fnuz; on HIP both formats). There that second tail (finish_row_impl) held half of each
+// kernel's code, its conversions: the fp8 translation units' compile time is 21-35% shorter
+// without it. With the hardware's conversion the kernels keep it: without it, ptxas allocated
+// the kept tail differently (bf16 rms_norm_quant_fp8's four-group kernels spilled 8 bytes),
+// 0.92-1.06x the time across the fp8 forms on an H200 (bench/NOTES.md, "fp8 norm kernels
+// without their untaken tail").
+template <class K>
+FUSEKIT_HOST_DEVICE constexpr bool without_cast_first_outputs() {
+  if constexpr (K::kFp8Out) {
+    return !hardware_fp8_codes<typename K::Fp8>();
+  } else {
+    return false;
+  }
+}
+
 // Whether an fp8 output keeps y in registers between its max and its codes, where it replaces
 // the packed row and weight it was computed from (ptxas: no spill), so the codes cost only their
 // conversion (rms_norm_quant_fp8 [16384, 4096] 92.8 -> 99.3% of copy: bench/NOTES.md, "Norm
@@ -64,7 +81,7 @@ template <class K>
 FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kGroup],
                                                           float inverse_scale) {
   using F = typename K::Fp8;
-  if constexpr (hardware_e4m3fn_compiled() && F::kFormat == Fp8Format::kE4M3FN) {
+  if constexpr (hardware_fp8_codes<F>()) {
     return quantize_group<F>(y, inverse_scale);
   } else {
     float v[K::kGroup];

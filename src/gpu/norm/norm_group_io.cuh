@@ -94,7 +94,8 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col
                                  float inverse_scale) {
   using TO = typename K::TO;
   float y[K::kGroup];
-  output_values<K>(a.weight_after_cast, h, w, b, mean, rstd, y);
+  output_values<K>(!without_cast_first_outputs<K>() && a.weight_after_cast, h, w, b, mean, rstd,
+                   y);
   TO* out = static_cast<TO*>(a.out) + row * a.out_stride;
   if constexpr (K::kFp8Out) {
     store_packed<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols),

@@ -304,10 +304,10 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       if (K::kLayer && a.mean != nullptr) a.mean[row] = mean;
     }
   };
-  if constexpr (kForm == OutputForm::kFlagPerElement) {
-    write_outputs(a.weight_after_cast);  // one tail, the flag per element
-  } else if (kForm == OutputForm::kPlain) {
+  if constexpr (kForm == OutputForm::kPlain || without_cast_first_outputs<K>()) {
     write_outputs(ConstantFlag<false>{});
+  } else if constexpr (kForm == OutputForm::kFlagPerElement) {
+    write_outputs(a.weight_after_cast);  // one tail, the flag per element
   } else if (a.weight_after_cast) {
     write_outputs(ConstantFlag<true>{});
   } else {

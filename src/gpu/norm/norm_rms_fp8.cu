@@ -18,6 +18,10 @@ Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
                        const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
                        StreamHandle stream) {
   if (p.kind != NormKind::kRms) return Status::runtime_error("norm: fp8 output is RMSNorm only");
+  // The kernels are built without it (finish_row_impl, norm_kernel.cuh).
+  if (p.weight_after_cast) {
+    return Status::runtime_error("norm: fp8 output takes no weight_after_cast");
+  }
   return detail::dispatch_fp8_format(p.out_fp8_format, [&](auto format_tag) -> Status {
     return launch_norm_dtypes<NormKind::kRms, decltype(format_tag)>(p, args, cfg, load_width,
                                                                      info, pdl, stream);
