@@ -238,10 +238,11 @@ NormFp8Run run_norm_fp8_case(const NormFp8Case& c, Backend backend, NormFp8Run* 
     }
     // Codes: y / scale rounded to fp8 (half a step: 2^-4 relative, 3 mantissa bits), with y and
     // the dynamic scale carrying float32's error, saturating at +-fp8_max.
+    // A NaN y makes its code NaN, and with a dynamic scale every code of its row (the scale's).
     double decoded_max = 0.0;
     for (int64_t j = 0; j < n; ++j) {
       const double q = run.out.get(row, j);
-      if (row_nan) {
+      if ((dynamic && row_nan) || std::isnan(y[j])) {
         if (!std::isnan(q)) report("out (in units of scale)", row, j, q, NAN);
         continue;
       }

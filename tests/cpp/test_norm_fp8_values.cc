@@ -245,6 +245,40 @@ TEST_P(NormFp8Values, NaNRow) {
   }
 }
 
+// A NaN in one product h * w only, its row's sum of squares finite or infinite but not NaN: a
+// weight that is NaN at one column (every row's max|y| and dynamic scale NaN), or an infinite x
+// (row 1) against a zero weight (inf * 0: row 1's alone). A NaN x (NaNRow) reaches the scale
+// through rstd as well; these reach it only through the row's max. The NaN goes at several
+// places of the first, a middle and the last group, in rows of whole groups (exact, whole and
+// last-partial launches) and in one that ends mid-group.
+TEST_P(NormFp8Values, NaNProductInOneElement) {
+  for (const bool weight_nan : {true, false}) {
+    for (const int64_t cols : {int64_t{256}, int64_t{1000}, int64_t{7168}, int64_t{133}}) {
+      for (const int64_t col : {int64_t{0}, int64_t{1}, int64_t{6}, int64_t{7}, int64_t{8},
+                                cols / 2 + 1, cols - 2, cols - 1}) {
+        NormFp8Case c = base();
+        c.format = kFormats[(cols + col) % 2];
+        c.rows = 3;
+        c.cols = cols;
+        c.seed = static_cast<uint32_t>(cols * 16 + col);
+        const NormFp8Fill fill = [&](const std::string& name, RowBuffer& b, std::mt19937& rng) {
+          b.fill_random(rng);
+          if (name == "weight") b.set(0, col, weight_nan ? NAN : 0.0);
+          if (name == "x" && !weight_nan) b.set(1, col, INFINITY);
+        };
+        const NormFp8Run run = expect_case(c, fill);
+        if (!run.status.ok()) continue;
+        if (scale() != Fp8Scale::kDynamic) continue;
+        for (int64_t r = 0; r < c.rows; ++r) {
+          const bool nan_row = weight_nan || r == 1;
+          EXPECT_EQ(std::isnan(run.scale.get(0, r)), nan_row)
+              << c.name() << " row " << r << " column " << col;
+        }
+      }
+    }
+  }
+}
+
 // An all-zero row (x and residual zero) quantizes to zero codes, with the floor scale
 // 1 / (fp8_max * 512) when dynamic.
 TEST_P(NormFp8Values, AllZeroRows) {
