@@ -255,10 +255,15 @@ FUSEKIT_DEVICE SumM2 row_moments(SumM2 v, int threads_per_row, int groups, float
   return v;
 }
 
-// max(a, b) where NaN wins: with no NaN present the maximum of a set is the same bits in any
-// order, so it can be combined in whatever order a reduction likes.
+// max(a, b) where NaN wins (which NaN is unspecified: the fp8 scales made from it canonicalize
+// NaN): with no NaN present the maximum of a set is the same bits in any order, so it can be
+// combined in whatever order a reduction likes. core/host_device.h's max_propagating_nan: one
+// instruction on sm_80+ (FMNMX.NAN) where the compare-and-select form took three, at each step of
+// a row's max reduction (its shuffles and its per-warp partials).
 struct NanMax {
-  FUSEKIT_DEVICE float operator()(float a, float b) const { return (b > a || b != b) ? b : a; }
+  FUSEKIT_DEVICE float operator()(float a, float b) const {
+    return detail::max_propagating_nan(a, b);
+  }
 };
 
 // The NanMax of `count` per-warp partials (a power of two, 2 <= count <= kCount) that lie kWarp
