@@ -300,6 +300,28 @@ FUSEKIT_DEVICE float shfl_xor(float v, int lane_mask) {
 #endif
 }
 
+// The largest of v over the warp's lanes as unsigned integers; every lane gets it, and every lane
+// of the warp must call it. One reduction instruction on sm_80+ (redux.sync); xor shuffles,
+// widest first, elsewhere.
+template <int kWarp>
+FUSEKIT_DEVICE unsigned warp_max_u32(unsigned v) {
+#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  static_assert(kWarp == 32, "CUDA warps have 32 lanes");
+  return __reduce_max_sync(~0u, v);
+#else
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+#if FUSEKIT_PLATFORM_HIP
+    const unsigned other = __shfl_xor(v, offset, kWarp);
+#else
+    const unsigned other = __shfl_xor_sync(~0u, v, offset, kWarp);
+#endif
+    v = other > v ? other : v;
+  }
+  return v;
+#endif
+}
+
 // The special-function units' approximations of 2^x and 1/x, for math whose result is rounded to
 // a 16-bit type (gpu/act/act_kernel.cuh's ApproxOps): one instruction each where the exact forms
 // take a dozen. approx_exp2 is for x >= -126 (results below 2^-126 may be flushed to 0, which

@@ -388,7 +388,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
 #pragma unroll
           for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
         }
-        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
+        max_abs = block_magnitude_max<kWarp, kMaxWarps>(max_abs, scratch);
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_row_scale(scale);
         for (int64_t col = first_col; col < n; col += col_step) {
@@ -428,7 +428,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
             staging.put(i, y);
           }
         }
-        max_abs = block_reduce<kWarp, kMaxWarps>(max_abs, scratch, NanMax{});
+        max_abs = block_magnitude_max<kWarp, kMaxWarps>(max_abs, scratch);
         const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
         const float inverse = detail::fp8_inverse_row_scale(scale);
 #pragma unroll

@@ -338,46 +338,49 @@ FUSEKIT_DEVICE float row_reduce(float v, int threads_per_row, float* scratch,
   return v;
 }
 
-// `combine` (commutative and associative) of `v` over the warp's lanes by xor shuffles, widest
-// exchange first; every lane gets the result.
-template <int kWarp, class Combine>
-FUSEKIT_DEVICE float warp_reduce(float v, const Combine& combine) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = combine(v, shfl_xor<kWarp>(v, offset));
-  return v;
+// The NanMax of magnitudes: values of +0 or more, or NaN (a row's max|y| and its partials, which
+// start from 0 and take |y|). Read as unsigned integers, such floats order as their values, and
+// every NaN (of either sign) lies above +inf, so the integer maximum is the NanMax: the same
+// maximum, or a NaN where any value is one (which NaN is unspecified, as with NanMax; the fp8
+// scales made from it canonicalize NaN). Over a whole warp, every lane getting it: one
+// instruction on sm_80+ (warp_max_u32) where a float max takes a shuffle and a max at each of
+// five steps.
+template <int kWarp>
+FUSEKIT_DEVICE float warp_magnitude_max(float v) {
+  return __uint_as_float(warp_max_u32<kWarp>(__float_as_uint(v)));
 }
 
-// The maximum of `v` over the whole block under `combine(a, b)` (commutative and associative,
-// e.g. a NaN-propagating max, which gives the same bits in any order): lanes by xor shuffles,
-// then warps through `scratch` (one float per warp, at most kMaxWarps). Every thread of the block
-// calls this and gets the result; `scratch` may be reused after it returns.
-template <int kWarp, int kMaxWarps, class Combine>
-FUSEKIT_DEVICE float block_reduce(float v, float* scratch, const Combine& combine) {
-  v = warp_reduce<kWarp>(v, combine);
+// The NanMax of magnitudes `v` (warp_magnitude_max) over the whole block: a warp maximum, then
+// the warps' through `scratch` (one float per warp, at most kMaxWarps <= kWarp), lane w reading
+// warp w's. Every thread of the block calls this and gets the result; `scratch` may be reused
+// after it returns.
+template <int kWarp, int kMaxWarps>
+FUSEKIT_DEVICE float block_magnitude_max(float v, float* scratch) {
+  static_assert(kMaxWarps <= kWarp, "one warp reads every warp's maximum");
+  v = warp_magnitude_max<kWarp>(v);
   const int warps = static_cast<int>(blockDim.x) / kWarp;
   if (warps > 1) {
-    const int warp = static_cast<int>(threadIdx.x) / kWarp;
-    if (static_cast<int>(threadIdx.x) % kWarp == 0) scratch[warp] = v;
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    if (lane == 0) scratch[threadIdx.x / kWarp] = v;
     __syncthreads();
-    v = scratch[0];
-    for (int w = 1; w < warps && w < kMaxWarps; ++w) v = combine(v, scratch[w]);
+    v = warp_magnitude_max<kWarp>(scratch[lane < warps && lane < kMaxWarps ? lane : 0]);
     __syncthreads();  // every thread has read scratch before anyone reuses it
   }
   return v;
 }
 
-// The NaN-propagating max of `v` over every thread of a thread-block cluster of `blocks` blocks
-// (at most kWarp) of `warps` warps each. Each warp's max goes straight to every block, with no
-// block reduction first: into `slots` ([blocks * warps] floats of the receiver's shared memory,
-// at sender rank * warps + sender warp) by a send counted on the receiver's `box`
-// (mailbox_send, platform.h). Each block waits for its box's phase `phase`, and a warp max over
-// the slots leaves the cluster's max in every thread. Every thread of every block calls this; the
-// boxes must have been initialized and published, and the caller keeps a box and its slots
-// unused by others until every peer's sends of this phase have arrived.
+// The NaN-propagating max of magnitudes `v` (warp_magnitude_max) over every thread of a
+// thread-block cluster of `blocks` blocks (at most kWarp) of `warps` warps each. Each warp's max
+// goes straight to every block, with no block reduction first: into `slots` ([blocks * warps]
+// floats of the receiver's shared memory, at sender rank * warps + sender warp) by a send counted
+// on the receiver's `box` (mailbox_send, platform.h). Each block waits for its box's phase
+// `phase`, and a warp max over the slots leaves the cluster's max in every thread. Every thread
+// of every block calls this; the boxes must have been initialized and published, and the caller
+// keeps a box and its slots unused by others until every peer's sends of this phase have arrived.
 template <int kWarp>
 FUSEKIT_DEVICE float cluster_nan_max(float v, float* slots, ClusterMailbox* box, int blocks,
                                      unsigned rank, int warps, unsigned phase) {
-  v = warp_reduce<kWarp>(v, NanMax{});
+  v = warp_magnitude_max<kWarp>(v);
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   if (threadIdx.x == 0) mailbox_expect(box, blocks * warps * unsigned{sizeof(float)});
@@ -388,7 +391,7 @@ FUSEKIT_DEVICE float cluster_nan_max(float v, float* slots, ClusterMailbox* box,
   mailbox_wait(box, phase);
   v = 0.0f;
   for (int s = lane; s < blocks * warps; s += kWarp) v = NanMax{}(v, slots[s]);
-  return warp_reduce<kWarp>(v, NanMax{});
+  return warp_magnitude_max<kWarp>(v);
 }
 
 }  // namespace fusekit::gpu
