@@ -288,9 +288,10 @@ using Bytes16 = uint4;
 static_assert(sizeof(Bytes8) == 8 && alignof(Bytes8) == 8, "Bytes8: 8 bytes, 8-aligned");
 static_assert(sizeof(Bytes16) == 16 && alignof(Bytes16) == 16, "Bytes16: 16 bytes, 16-aligned");
 
-// Butterfly exchange within a warp of kWarp lanes (32 on NVIDIA and RDNA, 64 on CDNA).
-template <int kWarp>
-FUSEKIT_DEVICE float shfl_xor(float v, int lane_mask) {
+// Butterfly exchange within a warp of kWarp lanes (32 on NVIDIA and RDNA, 64 on CDNA); T: float
+// or unsigned.
+template <int kWarp, class T>
+FUSEKIT_DEVICE T shfl_xor(T v, int lane_mask) {
 #if FUSEKIT_PLATFORM_HIP
   return __shfl_xor(v, lane_mask, kWarp);
 #else
@@ -311,11 +312,7 @@ FUSEKIT_DEVICE unsigned warp_max_u32(unsigned v) {
 #else
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-#if FUSEKIT_PLATFORM_HIP
-    const unsigned other = __shfl_xor(v, offset, kWarp);
-#else
-    const unsigned other = __shfl_xor_sync(~0u, v, offset, kWarp);
-#endif
+    const unsigned other = shfl_xor<kWarp>(v, offset);
     v = other > v ? other : v;
   }
   return v;
