@@ -24,13 +24,13 @@ Activation activation_of(const OpSpec& op) {
   return Activation::kSilu;
 }
 
-// The fp8 forms' problem has out as an e4m3fn [M, N] view of the out slot and the scales in the
-// spare slot (ops.cc's call_act).
+// The fp8 forms' problem has out as an fp8 [M, N] view (a.fp8_format) of the out slot and the
+// scales in the spare slot (ops.cc's call_act).
 detail::ActProblem problem_of(const OpSpec& op, const OpArgs& a, bool quantize = false) {
   detail::ActProblem p;
   p.act = activation_of(op);
   p.quantize = quantize;
-  p.format = Fp8Format::kE4M3FN;
+  p.format = a.fp8_format;
   p.scale = static_cast<float*>(a.t[kActSpare].data);
   p.rows = a.m;
   p.cols = a.n;

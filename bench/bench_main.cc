@@ -42,6 +42,7 @@ const char kUsage[] =
     "  --ops a,b          ops to run (default: those the shapes file lists); known: %s\n"
     "  --M 1,32 --N 4096  replace the shapes file's M / N lists\n"
     "  --dtype bf16|fp16|fp32   (default: the section's dtype, else bf16)\n"
+    "  --fp8 e4m3fn|e4m3fnuz    the fp8 ops' output format (default e4m3fn)\n"
     "  --max-bytes BYTES  skip cases moving more per call (K/M/G suffixes; CPU default 64M)\n"
     "  --runs N           GPU: at least N cold-L2 runs per case (default 50)\n"
     "  --flush read|write GPU: empty the L2 before cold runs by reading (default; leaves clean\n"
@@ -111,6 +112,9 @@ int parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--dtype") {
       DType d;
       ok = next(&o->plan.dtype) && parse_dtype(o->plan.dtype, &d);
+    } else if (a == "--fp8") {
+      Fp8Format f;
+      ok = next(&o->plan.fp8) && parse_fp8_format(o->plan.fp8, &f);
     } else if (a == "--max-bytes") {
       ok = next(&v) && parse_size(v, &o->plan.max_bytes);
       o->max_bytes_given = true;

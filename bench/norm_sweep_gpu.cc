@@ -33,9 +33,9 @@ bool is_fp8(NormOp op) {
 }
 bool dynamic_fp8(NormOp op) { return op == NormOp::kRmsFp8 || op == NormOp::kAddRmsFp8; }
 
-// As ops.cc's call_norm passes them: the fp8 forms write e4m3fn codes into out's storage and
-// their scales into (or read the static one from) the scale slot; their fused add updates the
-// residual in place.
+// As ops.cc's call_norm passes them: the fp8 forms write codes (a.fp8_format) into out's storage
+// and their scales into (or read the static one from) the scale slot; their fused add updates
+// the residual in place.
 NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
   const NormOp op = static_cast<NormOp>(spec.variant);
   const bool in_place = op == NormOp::kAddRms || op == NormOp::kAddLayer;
@@ -59,7 +59,7 @@ NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
   }
   if (fp8) {
     p.out_fp8 = true;
-    p.out_fp8_format = Fp8Format::kE4M3FN;
+    p.out_fp8_format = a.fp8_format;
     float* scales = static_cast<float*>(a.t[kNormScale].data);
     if (dynamic_fp8(op)) {
       p.dynamic_scale = scales;

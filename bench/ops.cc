@@ -35,15 +35,16 @@ Status call_norm(const OpSpec& op, const OpArgs& a, Stream stream) {
   const TensorView& w = a.t[kNormWeight];
   const TensorView& b = a.t[kNormBias];
   const NormOptions none;
-  // The fp8 forms write e4m3fn codes into out's storage (an [M, N] fp8 view fits in the [M, N]
-  // slot) and their float32 scales into the scale slot: M of them, or one static scale read from
-  // it (random bits of the pool: finite, which is all a bandwidth measurement needs).
+  // The fp8 forms write codes (a.fp8_format) into out's storage (an [M, N] fp8 view fits in the
+  // [M, N] slot) and their float32 scales into the scale slot: M of them, or one static scale
+  // read from it (random bits of the pool: finite, which is all a bandwidth measurement needs).
   const TensorView& o = a.t[kNormOut];
   const TensorView& sc = a.t[kNormScale];
-  const TensorView fp8 = TensorView::contiguous(o.data, DType::kFloat8E4M3FN, o.device, {a.m, a.n});
+  const Fp8Format format = a.fp8_format;
+  const TensorView fp8 =
+      TensorView::contiguous(o.data, fp8_format_dtype(format), o.device, {a.m, a.n});
   const TensorView rows = TensorView::contiguous(sc.data, DType::kFloat32, sc.device, {a.m});
   const TensorView one = TensorView::contiguous(sc.data, DType::kFloat32, sc.device, {1});
-  const Fp8Format e4m3fn = Fp8Format::kE4M3FN;
   switch (static_cast<NormOp>(op.variant)) {
     case NormOp::kRms:
       return rms_norm(a.t[kNormOut], x, w, kRmsEps, 0.0f, none, stream);
@@ -60,14 +61,14 @@ Status call_norm(const OpSpec& op, const OpArgs& a, Stream stream) {
       return fused_add_layer_norm(a.t[kNormOut], a.t[kNormResidualOut], x, res, w, b, kLayerEps,
                                   none, stream);
     case NormOp::kRmsFp8:
-      return rms_norm_quant_fp8(fp8, rows, x, w, kRmsEps, e4m3fn, 0.0f, 0.0f, stream);
+      return rms_norm_quant_fp8(fp8, rows, x, w, kRmsEps, format, 0.0f, 0.0f, stream);
     case NormOp::kRmsFp8Static:
-      return rms_norm_quant_fp8_static(fp8, x, w, one, kRmsEps, e4m3fn, 0.0f, stream);
+      return rms_norm_quant_fp8_static(fp8, x, w, one, kRmsEps, format, 0.0f, stream);
     case NormOp::kAddRmsFp8:
-      return fused_add_rms_norm_quant_fp8(fp8, rows, res, x, res, w, kRmsEps, e4m3fn, 0.0f, 0.0f,
+      return fused_add_rms_norm_quant_fp8(fp8, rows, res, x, res, w, kRmsEps, format, 0.0f, 0.0f,
                                           stream);
     case NormOp::kAddRmsFp8Static:
-      return fused_add_rms_norm_quant_fp8_static(fp8, res, x, res, w, one, kRmsEps, e4m3fn, 0.0f,
+      return fused_add_rms_norm_quant_fp8_static(fp8, res, x, res, w, one, kRmsEps, format, 0.0f,
                                                  stream);
   }
   return Status::invalid_argument("fusekit_bench: unknown norm op");
@@ -85,8 +86,10 @@ FamilySpec norm_family() {
   const uint32_t sc = bit(kNormScale);
   auto op = [&](const char* name, const char* shapes_name, uint32_t outs, uint32_t ins,
                 NormOp which, int64_t (*bytes)(int64_t, int64_t, int64_t)) {
+    const bool fp8_out = which == NormOp::kRmsFp8 || which == NormOp::kRmsFp8Static ||
+                         which == NormOp::kAddRmsFp8 || which == NormOp::kAddRmsFp8Static;
     f.ops.push_back(OpSpec{name, shapes_name, outs | ins, ins, static_cast<int>(which), bytes,
-                           call_norm, norm_describe, norm_sweep});
+                           call_norm, norm_describe, norm_sweep, fp8_out});
   };
   // name, shapes-file name, outputs only, inputs (in-place tensors count as inputs).
   op("rms_norm", "rms_norm", o, x | w, NormOp::kRms, norm_bytes<2, 1>);
@@ -133,10 +136,11 @@ Status call_act(const OpSpec& op, const OpArgs& a, Stream stream) {
     return act_and_mul(act, a.t[kActOut], a.t[kActX], stream);
   }
   const TensorView& o = a.t[kActOut];
-  const TensorView out = TensorView::contiguous(o.data, DType::kFloat8E4M3FN, o.device, {a.m, a.n});
+  const TensorView out =
+      TensorView::contiguous(o.data, fp8_format_dtype(a.fp8_format), o.device, {a.m, a.n});
   const TensorView& sp = a.t[kActSpare];
   const TensorView scale = TensorView::contiguous(sp.data, DType::kFloat32, sp.device, {a.m});
-  return act_and_mul_quant_fp8(act, out, scale, a.t[kActX], Fp8Format::kE4M3FN, 0.0f, stream);
+  return act_and_mul_quant_fp8(act, out, scale, a.t[kActX], a.fp8_format, 0.0f, stream);
 }
 
 FamilySpec act_family() {
@@ -148,16 +152,16 @@ FamilySpec act_family() {
     f.ops.push_back(OpSpec{name, name, x | o, x, static_cast<int>(ActBenchOp::kPlain),
                            act_plain_bytes, call_act, act_describe, act_sweep});
   }
-  // The fp8 (e4m3fn) forms, run on the same shapes as their plain op.
+  // The fp8 forms (OpArgs::fp8_format), run on the same shapes as their plain op.
   f.ops.push_back(OpSpec{"silu_and_mul_quant_fp8", "silu_and_mul", x | o | sp, x,
                          static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
-                         act_quant_describe, act_quant_sweep});
+                         act_quant_describe, act_quant_sweep, true});
   f.ops.push_back(OpSpec{"gelu_tanh_and_mul_quant_fp8", "gelu_tanh_and_mul", x | o | sp, x,
                          static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
-                         act_quant_describe, act_quant_sweep});
+                         act_quant_describe, act_quant_sweep, true});
   f.ops.push_back(OpSpec{"gelu_and_mul_quant_fp8", "gelu_and_mul", x | o | sp, x,
                          static_cast<int>(ActBenchOp::kQuantFp8), act_fp8_bytes, call_act,
-                         act_quant_describe, act_quant_sweep});
+                         act_quant_describe, act_quant_sweep, true});
   return f;
 }
 

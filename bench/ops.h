@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fusekit/fp8.h"
 #include "fusekit/status.h"
 #include "fusekit/tensor.h"
 #include "gpu_timer.h"
@@ -33,6 +34,7 @@ struct OpArgs {
   int64_t m = 0;
   int64_t n = 0;
   DType dtype = DType::kBFloat16;
+  Fp8Format fp8_format = Fp8Format::kE4M3FN;  // the codes of ops with an fp8 output (--fp8)
 };
 
 // An alternative launch of the same op for --sweep, timed like the op itself.
@@ -60,6 +62,7 @@ struct OpSpec {
   // GPU only, may be null: the launch configuration the library picks, and sweep alternatives.
   DescribeFn describe;
   SweepFn sweep;
+  bool fp8_out = false;  // writes fp8 codes, in OpArgs::fp8_format
 };
 
 struct FamilySpec {

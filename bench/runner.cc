@@ -56,9 +56,19 @@ int fail(const std::string& where, const Status& s) {
   return 1;
 }
 
+// The dtype column: x's dtype, and for ops with an fp8 output the codes' format where it is not
+// the default e4m3fn ("bf16>e4m3fnuz").
+std::string dtype_label(const Case& c) {
+  std::string label = short_dtype_name(c.dtype);
+  if (c.op->fp8_out && c.fp8_format != Fp8Format::kE4M3FN) {
+    label += std::string(">") + fp8_format_name(c.fp8_format);
+  }
+  return label;
+}
+
 std::string case_name(const Case& c) {
   return std::string(c.op->name) + " M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) +
-         " " + short_dtype_name(c.dtype);
+         " " + dtype_label(c);
 }
 
 Row start_row(const Case& c) {
@@ -66,7 +76,7 @@ Row start_row(const Case& c) {
   r.op = c.op->name;
   r.m = c.m;
   r.n = c.n;
-  r.dtype = short_dtype_name(c.dtype);
+  r.dtype = dtype_label(c);
   r.bytes = c.bytes;
   return r;
 }
@@ -174,6 +184,7 @@ int run_gpu(const RunOptions& o, const Plan& plan, Env* env, std::vector<Row>* r
     if (!s.ok()) return fail("random inputs", s);
     Workspace ws;
     s = ws.allocate(*c.family, c.op->slots, c.m, c.n, c.dtype, true);
+    ws.args.fp8_format = c.fp8_format;
     if (s.ok()) s = ws.refill_inputs(*c.op, *pool);
     if (!s.ok()) return fail(name + ": allocating inputs", s);
 
@@ -243,6 +254,7 @@ int run_cpu(const Plan& plan, Env* env, std::vector<Row>* rows) {
     if (!s.ok()) return fail("random inputs", s);
     Workspace ws;
     s = ws.allocate(*c.family, c.op->slots, c.m, c.n, c.dtype, false);
+    ws.args.fp8_format = c.fp8_format;
     if (s.ok()) s = ws.refill_inputs(*c.op, *pool);
     if (!s.ok()) return fail(name + ": allocating inputs", s);
 

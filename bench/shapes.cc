@@ -52,6 +52,13 @@ bool parse_dtype(const std::string& name, DType* dtype) {
   return true;
 }
 
+bool parse_fp8_format(const std::string& name, Fp8Format* format) {
+  if (name == "e4m3fn") *format = Fp8Format::kE4M3FN;
+  else if (name == "e4m3fnuz") *format = Fp8Format::kE4M3FNUZ;
+  else return false;
+  return true;
+}
+
 const char* short_dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kBFloat16: return "bf16";
@@ -83,6 +90,10 @@ Status make_plan(const PlanOptions& o, Plan* plan) {
   if (!o.dtype.empty() && !parse_dtype(o.dtype, &forced)) {
     return Status::invalid_argument("--dtype: expected bf16, fp16 or fp32 but got '" + o.dtype +
                                     "'");
+  }
+  Fp8Format fp8_format = Fp8Format::kE4M3FN;
+  if (!o.fp8.empty() && !parse_fp8_format(o.fp8, &fp8_format)) {
+    return Status::invalid_argument("--fp8: expected e4m3fn or e4m3fnuz but got '" + o.fp8 + "'");
   }
 
   std::ifstream in(o.path, std::ios::binary);
@@ -152,7 +163,8 @@ Status make_plan(const PlanOptions& o, Plan* plan) {
       if (!selected) continue;
       for (const int64_t n : ns) {
         for (const int64_t m : ms) {
-          Case c{family, &op, m, n, dtype, op.bytes(m, n, static_cast<int64_t>(dtype_size(dtype)))};
+          Case c{family, &op, m, n, dtype, op.bytes(m, n, static_cast<int64_t>(dtype_size(dtype))),
+                 fp8_format};
           std::string reason;
           if (limit > 0 && c.bytes > limit) {
             reason = "over skip_if_bytes_over (" + std::to_string(limit) + ")";

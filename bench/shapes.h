@@ -23,6 +23,7 @@ struct PlanOptions {
   std::vector<std::string> ops;   // --ops: op names; empty = the ops each section lists
   std::vector<int64_t> m, n;      // --M / --N: replace the sections' lists when non-empty
   std::string dtype;              // --dtype; empty = the section's "dtype", else bf16
+  std::string fp8;                // --fp8: the fp8 ops' format; empty = e4m3fn
   int64_t max_bytes = 0;          // --max-bytes (or the CPU default); 0 = no cap of our own
 };
 
@@ -33,6 +34,7 @@ struct Case {
   int64_t n = 0;
   DType dtype = DType::kBFloat16;
   int64_t bytes = 0;  // per call
+  Fp8Format fp8_format = Fp8Format::kE4M3FN;  // ops with an fp8 output (OpSpec::fp8_out)
 };
 
 struct Skipped {
@@ -52,6 +54,9 @@ Status make_plan(const PlanOptions& options, Plan* plan);
 // "bf16", "fp16", "fp32" (also accepts the long names) <-> DType.
 bool parse_dtype(const std::string& name, DType* dtype);
 const char* short_dtype_name(DType dtype);
+
+// "e4m3fn", "e4m3fnuz" -> Fp8Format.
+bool parse_fp8_format(const std::string& name, Fp8Format* format);
 
 // The op names the benchmark knows, comma-separated (for messages).
 std::string known_op_names();
