@@ -68,7 +68,44 @@ FUSEKIT_HOST_DEVICE constexpr uint32_t fp8_normal_float_bits(uint32_t e, uint32_
   return ((e + 127u - F::kBias) << 23) | (m << 20);
 }
 
-// float32 -> fp8 code of format F (Fp8E4M3FN or Fp8E4M3FNUZ). See the top of the file.
+// What the conversion and the dynamic scale need of a format, as plain values. float_to_fp8 and
+// fp8_row_scale are written once over it: with fp8_spec_of<F>() every field is a compile-time
+// constant the compiler folds into the instructions, and kernels that convert in software (every
+// format on HIP, e4m3fnuz on CUDA) take it from their arguments instead, so one kernel set serves
+// both formats (on NVIDIA the fields are constant-bank operands, on AMD scalar registers). See
+// gpu/common/fp8_pack.cuh.
+struct Fp8Spec {
+  uint32_t rebias;           // (127 - bias) << 3: float exponent field -> fp8's, at code scale
+  uint32_t min_normal_bits;  // float bits of the smallest normal fp8 value
+  // 2^(min normal exponent - 3 + 23): added to a magnitude below the smallest normal, it rounds it
+  // to whole subnormal units, to nearest even (the float add's own rounding), and leaves their
+  // count in the sum's low mantissa bits (8 units: the smallest normal, code 8, is right).
+  uint32_t subnormal_rounder_bits;
+  uint32_t max_bits;        // float bits of the largest finite value
+  uint32_t max_code;        // its code
+  uint32_t nan_code;        // the NaN code written
+  uint32_t zero_sign_mask;  // 0x80 where zero keeps its sign, 0 where it has none
+  float max;                // the largest finite value
+  float inverse_max;        // 1 / max
+  float min_scale;          // a dynamic scale's floor: 1 / (max * 512)
+};
+
+template <class F>
+FUSEKIT_HOST_DEVICE constexpr Fp8Spec fp8_spec_of() {
+  constexpr int kMinNormalExp = 1 - F::kBias;  // unbiased exponent of the smallest normal
+  return Fp8Spec{(127u - F::kBias) << 3,
+                 static_cast<uint32_t>(127 + kMinNormalExp) << 23,
+                 static_cast<uint32_t>(127 + kMinNormalExp - 3 + 23) << 23,
+                 fp8_normal_float_bits<F>(F::kMaxCode >> 3, F::kMaxCode & 7u),
+                 F::kMaxCode,
+                 F::kNaNCode,
+                 F::kSignedZero ? 0x80u : 0u,
+                 F::kMax,
+                 1.0f / F::kMax,
+                 1.0f / (F::kMax * 512.0f)};
+}
+
+// float32 -> fp8 code of the format `spec` describes. See the top of the file.
 //
 // Straight-line: both candidate codes, normal and subnormal, are computed and the right one
 // selected, with no branch. A kernel inlines this once per element (tens of times per thread in
@@ -76,34 +113,28 @@ FUSEKIT_HOST_DEVICE constexpr uint32_t fp8_normal_float_bits(uint32_t e, uint32_
 // the fp8 norm kernels took 46% longer to compile for AMD (bench/NOTES.md, "fp8 conversion
 // without branches"). It also leaves a GPU no divergent path. Checked equal to the earlier
 // branchy form for all 2^32 floats, and against an independent oracle by tests/cpp/test_fp8.cc.
-template <class F>
-FUSEKIT_HOST_DEVICE uint8_t float_to_fp8(float f) {
-  constexpr int kMinNormalExp = 1 - F::kBias;  // unbiased exponent of the smallest normal
-  constexpr uint32_t kMaxBits = fp8_normal_float_bits<F>(F::kMaxCode >> 3, F::kMaxCode & 7u);
-  constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + kMinNormalExp) << 23;
-  // 2^(kMinNormalExp - 3 + 23), a float whose last mantissa bit is worth the smallest subnormal
-  // 2^(kMinNormalExp - 3): adding it to a magnitude below the smallest normal rounds that to a
-  // whole number of subnormal units, to nearest even (the float add's own rounding), and leaves
-  // the count in the sum's low mantissa bits (8 units: the smallest normal, code 8, is right).
-  constexpr uint32_t kSubnormalRounderBits =
-      static_cast<uint32_t>(127 + kMinNormalExp - 3 + 23) << 23;
-
+FUSEKIT_HOST_DEVICE uint8_t float_to_fp8(float f, const Fp8Spec& spec) {
   const uint32_t u = fp8_float_bits(f);
   uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7FFFFFFFu;
   // Normal result: keep 3 of the 23 mantissa bits, rounding the 20 dropped ones to nearest even
   // (a carry into the exponent field is the correct next binade), then rebias the exponent.
-  const uint32_t normal = ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - ((127u - F::kBias) << 3);
+  const uint32_t normal = ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - spec.rebias;
   // Subnormal result (or zero). The add cannot be contracted into an fma: its operand is rebuilt
   // from integer bits, not a product. A float32 denormal `a` flushed to zero by the GPU still
   // gives code 0, its right code.
   const uint32_t subnormal =
-      fp8_float_bits(fp8_bits_float(a) + fp8_bits_float(kSubnormalRounderBits)) -
-      kSubnormalRounderBits;
-  uint32_t code = a >= kMinNormalBits ? normal : subnormal;
-  code = a >= kMaxBits ? F::kMaxCode : code;  // saturate, infinities too
-  if (!F::kSignedZero && code == 0) sign = 0;
-  return static_cast<uint8_t>(a > 0x7F800000u ? F::kNaNCode : (sign | code));
+      fp8_float_bits(fp8_bits_float(a) + fp8_bits_float(spec.subnormal_rounder_bits)) -
+      spec.subnormal_rounder_bits;
+  uint32_t code = a >= spec.min_normal_bits ? normal : subnormal;
+  code = a >= spec.max_bits ? spec.max_code : code;  // saturate, infinities too
+  if (code == 0) sign &= spec.zero_sign_mask;
+  return static_cast<uint8_t>(a > 0x7F800000u ? spec.nan_code : (sign | code));
+}
+
+template <class F>
+FUSEKIT_HOST_DEVICE uint8_t float_to_fp8(float f) {
+  return float_to_fp8(f, fp8_spec_of<F>());
 }
 
 // fp8 code of format F -> float32 (exact; NaN codes give a quiet NaN).
@@ -151,9 +182,13 @@ FUSEKIT_HOST_DEVICE float fp8_inverse_row_scale(float row_scale) {
   return reciprocal_of_normal(row_scale);
 }
 
+FUSEKIT_HOST_DEVICE uint8_t fp8_quantize(float y, float inverse_scale, const Fp8Spec& spec) {
+  return float_to_fp8(y * inverse_scale, spec);
+}
+
 template <class F>
 FUSEKIT_HOST_DEVICE uint8_t fp8_quantize(float y, float inverse_scale) {
-  return float_to_fp8<F>(y * inverse_scale);
+  return fp8_quantize(y, inverse_scale, fp8_spec_of<F>());
 }
 
 // The dynamic scale of a quantized row from its max|y|: max|y| / fp8_max, capped
@@ -164,18 +199,21 @@ FUSEKIT_HOST_DEVICE uint8_t fp8_quantize(float y, float inverse_scale) {
 // With a dynamic scale the row's elements need no such clamp: inverse >= fp8_max / FLT_MAX, so an
 // element of +-FLT_MAX and one of +-inf both reach fp8(+-fp8_max) (float_to_fp8 saturates), and
 // clamping only the max gives the codes that clamping every element would.
+FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound,
+                                        const Fp8Spec& spec) {
+  // max / fp8_max without the division's slow-path branch on CUDA devices. For every float max
+  // it gives the IEEE quotient, except where both are below the floor spec.min_scale, which
+  // floors them to the same bits (checked for every float, both formats:
+  // tests/cpp/gpu_scale_math_check.cu on the GPU, bench/NOTES.md "Norm v36").
+  float s = divide_by_constant(saturate_to_float_range(max_abs), spec.max, spec.inverse_max);
+  if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;  // NaN: false
+  if (s < spec.min_scale) s = spec.min_scale;                                    // NaN: false
+  return s != s ? fp8_bits_float(0x7FC00000u) : s;
+}
+
 template <class F>
 FUSEKIT_HOST_DEVICE float fp8_row_scale(float max_abs, float scale_upper_bound) {
-  constexpr float kMinScale = 1.0f / (F::kMax * 512.0f);
-  // max / fp8_max without the division's slow-path branch on CUDA devices. For every float max
-  // it gives the IEEE quotient, except where both are below kMinScale, which floors them to the
-  // same bits (checked for every float, both formats: tests/cpp/gpu_scale_math_check.cu on the
-  // GPU, bench/NOTES.md "Norm v36").
-  constexpr float kInverseMax = 1.0f / F::kMax;
-  float s = divide_by_constant(saturate_to_float_range(max_abs), F::kMax, kInverseMax);
-  if (scale_upper_bound > 0.0f && s > scale_upper_bound) s = scale_upper_bound;  // NaN: false
-  if (s < kMinScale) s = kMinScale;                                              // NaN: false
-  return s != s ? fp8_bits_float(0x7FC00000u) : s;
+  return fp8_row_scale(max_abs, scale_upper_bound, fp8_spec_of<F>());
 }
 
 // Calls f(Fp8E4M3FN{}) or f(Fp8E4M3FNUZ{}) for a runtime format.
@@ -183,6 +221,10 @@ template <typename Fn>
 decltype(auto) dispatch_fp8_format(Fp8Format format, Fn&& f) {
   if (format == Fp8Format::kE4M3FNUZ) return f(Fp8E4M3FNUZ{});
   return f(Fp8E4M3FN{});
+}
+
+inline Fp8Spec fp8_spec(Fp8Format format) {
+  return dispatch_fp8_format(format, [](auto tag) { return fp8_spec_of<decltype(tag)>(); });
 }
 
 inline uint8_t float_to_fp8(float f, Fp8Format format) {

@@ -8,7 +8,9 @@
 // the GPU tests compare against bit for bit, divides; those tests see only the scales their
 // inputs make. This program runs every non-negative float (and NaN) through both on the GPU, for
 // both fp8 formats, and counts where the bits differ:
-//   - the scale, against the IEEE quotient floored and NaN-canonicalized the same way;
+//   - the scale, against the IEEE quotient floored and NaN-canonicalized the same way, with the
+//     format's constants folded in (the e4m3fn kernels) and read from a kernel argument (the
+//     kernels that take the format from their arguments, gpu/common/fp8_pack.cuh);
 //   - 1 / s, for every float s in the scale's range [1 / (fp8_max * 512), FLT_MAX / fp8_max];
 //   - 1 / d for every float d of [1, 16], the activations' range (core/act_math.h).
 // Exits 1 on any difference.
@@ -37,14 +39,16 @@ __device__ float ieee_row_scale(float max_abs) {
 
 // Thread i takes the floats with bits i, i + stride, ... below +inf, then +inf and a NaN.
 template <class F>
-__global__ void check(Counts* counts, float low, float high) {
+__global__ void check(Counts* counts, float low, float high, fusekit::detail::Fp8Spec spec) {
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t u = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; u <= 0x7F800001u;
        u += stride) {
     const float x = __uint_as_float(static_cast<uint32_t>(u));
     const float fast = fusekit::detail::fp8_row_scale<F>(x, 0.0f);
+    const float from_args = fusekit::detail::fp8_row_scale(x, 0.0f, spec);
     const float ieee = ieee_row_scale<F>(x);
-    if (__float_as_uint(fast) != __float_as_uint(ieee)) {
+    if (__float_as_uint(fast) != __float_as_uint(ieee) ||
+        __float_as_uint(from_args) != __float_as_uint(ieee)) {
       if (atomicAdd(&counts->scale_differs, 1ull) == 0) counts->first_scale_input = x;
     }
     if (x >= low && x <= high) {
@@ -71,7 +75,7 @@ bool run(const char* name, float low, float high) {
   Counts* counts = nullptr;
   if (cudaMallocManaged(&counts, sizeof(Counts)) != cudaSuccess) return false;
   *counts = Counts{};
-  check<F><<<4096, 256>>>(counts, low, high);
+  check<F><<<4096, 256>>>(counts, low, high, fusekit::detail::fp8_spec(F::kFormat));
   const cudaError_t status = cudaDeviceSynchronize();
   if (status != cudaSuccess) {
     std::printf("%s: %s\n", name, cudaGetErrorString(status));

@@ -101,6 +101,7 @@ ActLaunch forward_launch(const detail::ActProblem& p, Stream stream) {
   a.rows = p.rows;
   a.cols = p.cols;
   a.scale_upper_bound = p.scale_upper_bound;
+  if (p.quantize) a.fp8 = detail::fp8_spec(p.format);
   const size_t elem = dtype_size(p.dtype);
   const size_t out_elem = p.quantize ? 1 : elem;
   l.load = widest_load(16 / static_cast<int>(elem), p.rows,

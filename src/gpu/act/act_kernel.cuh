@@ -104,6 +104,7 @@ struct ActKernelArgs {
   int64_t rows;
   int64_t cols;
   float scale_upper_bound;
+  detail::Fp8Spec fp8;  // quantized: the format (read by Fp8FormatInArgs kernels)
   int cluster_blocks;  // quantized, cluster path: blocks per row
   // Elementwise kernels (act_config.h's ActElementwiseConfig): the flat thread space.
   uint32_t threads_per_row;
@@ -216,8 +217,9 @@ __global__ void __launch_bounds__(kActElementwiseThreads,
   wait_for_prior_grids();
   // The next grid may begin launching now (its own wait still waits for this grid to finish),
   // or, for the smallest grids (at most half as many blocks as SMs, which the configuration
-  // marks), after this thread's writes (act_config.h). Triggering here also lets a thread end inside its branch, which saves
-  // registers (bench/NOTES.md, "silu forward at six blocks per SM"). The flag is uniform.
+  // marks), after this thread's writes (act_config.h). Triggering here also lets a thread end
+  // inside its branch, which saves registers (bench/NOTES.md, "silu forward at six blocks per
+  // SM"). The flag is uniform.
   if (!a.trigger_after_writes) allow_dependent_grids();
   // This thread's slot in the flat (row, thread of the row) space; 32-bit by the config.
   const uint32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
@@ -345,10 +347,16 @@ FUSEKIT_DEVICE float quant_items_values(const typename K::T* gate, const typenam
   return max_abs;
 }
 
+// A quantized row's dynamic scale from its max|y| (core/fp8.h fp8_row_scale).
+template <class Format>
+FUSEKIT_DEVICE float quant_row_scale(const ActKernelArgs& a, float max_abs) {
+  return detail::fp8_row_scale(max_abs, a.scale_upper_bound, codes_spec<Format>(a.fp8));
+}
+
 template <class K, class Format, typename Index>
-FUSEKIT_DEVICE void quant_group_store(uint8_t* out, Index col, Index n,
+FUSEKIT_DEVICE void quant_group_store(const ActKernelArgs& a, uint8_t* out, Index col, Index n,
                                       const float (&y)[K::kGroup], float inverse_scale) {
-  const Packed<uint8_t, K::kGroup> q = quantize_group<Format>(y, inverse_scale);
+  const Packed<uint8_t, K::kGroup> q = quantize_group<Format>(y, inverse_scale, a.fp8);
   store_packed<uint8_t, K::kGroup, K::kLoad>(out, col, n, q);
 }
 
@@ -389,12 +397,12 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
           for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
         }
         max_abs = block_magnitude_max<kWarp, kMaxWarps>(max_abs, scratch);
-        const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+        const float scale = quant_row_scale<Format>(a, max_abs);
         const float inverse = detail::fp8_inverse_row_scale(scale);
         for (int64_t col = first_col; col < n; col += col_step) {
           float y[G];
           quant_group_values<K>(gate, up, col, n, y);
-          quant_group_store<K, Format>(out, col, n, y, inverse);
+          quant_group_store<K, Format>(a, out, col, n, y, inverse);
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       } else {
@@ -429,7 +437,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
           }
         }
         max_abs = block_magnitude_max<kWarp, kMaxWarps>(max_abs, scratch);
-        const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+        const float scale = quant_row_scale<Format>(a, max_abs);
         const float inverse = detail::fp8_inverse_row_scale(scale);
 #pragma unroll
         for (int i = 0; i < kItems; ++i) {
@@ -437,7 +445,7 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
           if (col < cols) {
             float y[G];
             staging.get(i, y);
-            quant_group_store<K, Format>(out, col, cols, y, inverse);
+            quant_group_store<K, Format>(a, out, col, cols, y, inverse);
           }
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
@@ -494,13 +502,13 @@ __global__ void __launch_bounds__(kActQuantClusterMaxThreads, kActQuantClusterBl
     float y[kItems][G];
     float max_abs = quant_items_values<K>(gate, up, first_col, col_step, n, y);
     max_abs = cluster_nan_max<kWarp>(max_abs, warp_max, &mailbox, blocks, rank, warps, 0);
-    const float scale = detail::fp8_row_scale<Format>(max_abs, a.scale_upper_bound);
+    const float scale = quant_row_scale<Format>(a, max_abs);
     const float inverse = detail::fp8_inverse_row_scale(scale);
     uint8_t* out = static_cast<uint8_t*>(a.out) + row * a.out_stride;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int64_t col = first_col + i * col_step;
-      if (col < n) quant_group_store<K, Format>(out, col, n, y[i], inverse);
+      if (col < n) quant_group_store<K, Format>(a, out, col, n, y[i], inverse);
     }
     if (rank == 0 && threadIdx.x == 0) a.scale[row] = scale;
   }

@@ -2,8 +2,9 @@
 //
 // launch_act<kAct> is instantiated once per activation in its own translation unit
 // (act_silu.cu, act_gelu_tanh.cu, act_gelu.cu) so the three kernel sets compile in parallel. It
-// turns the dtype, the access width, the fp8 format, the path and (for the block reduction) the
-// warp size into template arguments.
+// turns the dtype, the access width, the fp8 conversion (the hardware's e4m3fn, or software for
+// the format in the kernel's arguments: gpu/common/fp8_pack.cuh), the path and (for the block
+// reduction) the warp size into template arguments.
 #pragma once
 
 #include <atomic>
@@ -44,7 +45,7 @@ template <class K>
 Status launch_act_kernel(const ActLaunch& l) {
   ErrorCode e = kSuccess;
   if (l.kind == ActKernelKind::kQuantFp8) {
-    e = detail::dispatch_fp8_format(l.format, [&](auto format_tag) {
+    e = dispatch_codes_format(l.format, [&](auto format_tag) {
       using F = decltype(format_tag);
       return dispatch_warp(l.warp_size, [&](auto warp_tag) {
         constexpr int kWarp = decltype(warp_tag)::value;

@@ -333,7 +333,9 @@ FUSEKIT_DEVICE float row_reduce(float v, int threads_per_row, float* scratch,
     publish(scratch, v);
     const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
     v = scratch[row_first_thread];
-    for (int w = kWarp; w < threads_per_row; w += kWarp) v = combine(v, scratch[row_first_thread + w]);
+    for (int w = kWarp; w < threads_per_row; w += kWarp) {
+      v = combine(v, scratch[row_first_thread + w]);
+    }
   }
   return v;
 }

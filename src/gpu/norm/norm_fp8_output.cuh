@@ -1,4 +1,5 @@
-// The fp8 output of the RMSNorm kernels (NormTraits::Fp8 names the format): the row's max|y| for
+// The fp8 output of the RMSNorm kernels (NormTraits::Fp8 names the format, or says the kernel's
+// arguments do): the row's max|y| for
 // a dynamic scale (and where it is reduced: MaxAfterSum, MaxBesideSum), the scale itself, and the
 // codes of a group. What is computed, bit for bit, is core/fp8.h's reference; norm_kernel.cuh
 // says where in a row's life each piece runs.
@@ -78,16 +79,17 @@ FUSEKIT_DEVICE float group_max_abs(float m, const float (&y)[K::kGroup], Index c
 // then +-inf or beyond fp8_max: 1 / scale is finite and positive), so only the integer
 // conversion needs it.
 template <class K>
-FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const float (&y)[K::kGroup],
+FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const NormKernelArgs& a,
+                                                          const float (&y)[K::kGroup],
                                                           float inverse_scale) {
   using F = typename K::Fp8;
   if constexpr (hardware_fp8_codes<F>()) {
-    return quantize_group<F>(y, inverse_scale);
+    return quantize_group<F>(y, inverse_scale, a.fp8);
   } else {
     float v[K::kGroup];
 #pragma unroll
     for (int e = 0; e < K::kGroup; ++e) v[e] = detail::saturate_to_float_range(y[e]);
-    return quantize_group<F>(v, inverse_scale);
+    return quantize_group<F>(v, inverse_scale, a.fp8);
   }
 }
 
@@ -163,7 +165,8 @@ template <class K, class StaticScale>
 FUSEKIT_DEVICE float fp8_inverse_for_row(const NormKernelArgs& a, int64_t row, float max_abs,
                                          const StaticScale& static_scale, bool writes_scale) {
   if (a.dynamic_scale == nullptr) return static_scale.inverse();
-  const float scale = detail::fp8_row_scale<typename K::Fp8>(max_abs, a.scale_upper_bound);
+  const float scale = detail::fp8_row_scale(max_abs, a.scale_upper_bound,
+                                            codes_spec<typename K::Fp8>(a.fp8));
   if (writes_scale) a.dynamic_scale[row] = scale;
   return detail::fp8_inverse_row_scale(scale);
 }

@@ -117,6 +117,7 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   a.static_scale = p.static_scale;
   a.dynamic_scale = p.dynamic_scale;
   a.scale_upper_bound = p.scale_upper_bound;
+  if (p.out_fp8) a.fp8 = detail::fp8_spec(p.out_fp8_format);
   a.x_stride = p.x_stride;
   a.out_stride = p.out_stride;
   a.residual_stride = p.residual_stride;

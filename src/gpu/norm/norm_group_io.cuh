@@ -99,7 +99,7 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col
   TO* out = static_cast<TO*>(a.out) + row * a.out_stride;
   if constexpr (K::kFp8Out) {
     store_packed<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols),
-                                          quantize_output<K>(y, inverse_scale));
+                                          quantize_output<K>(a, y, inverse_scale));
   } else {
     store_group<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols), y);
   }

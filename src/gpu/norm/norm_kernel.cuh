@@ -293,7 +293,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
         float y[G];
         y_of(i, col, y);
         if constexpr (K::kFp8Out) {
-          store_item<K, kFit>(out_row, col, n, quantize_output<K>(y, inverse_scale));
+          store_item<K, kFit>(out_row, col, n, quantize_output<K>(a, y, inverse_scale));
         } else {
           store_item<K, kFit>(out_row, col, n, y);
         }

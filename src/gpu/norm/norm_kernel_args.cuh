@@ -30,6 +30,7 @@ struct NormKernelArgs {
   const float* static_scale;  // fp8 output: [1], or null when dynamic_scale is set
   float* dynamic_scale;       // fp8 output: [rows], written
   float scale_upper_bound;
+  detail::Fp8Spec fp8;        // fp8 output: its format (read by Fp8FormatInArgs kernels)
   int64_t x_stride;
   int64_t out_stride;
   int64_t residual_stride;
@@ -58,7 +59,9 @@ struct NormTraits {
   using TX = TX_;  // x and out
   using TW = TW_;  // weight and bias
   using TR = TR_;  // residual and residual_out; the normalized values h (TX when !kAdd)
-  using Fp8 = Fp8_;  // void: out is TX; else out holds codes of this format (core/fp8.h)
+  // void: out is TX; else out holds fp8 codes, of the format Fp8E4M3FN or of the one the
+  // arguments name (Fp8FormatInArgs, gpu/common/fp8_pack.cuh).
+  using Fp8 = Fp8_;
   static constexpr bool kFp8Out = !std::is_void_v<Fp8_>;
   // An fp8 output in the format some GPU of the platform converts in hardware.
   static constexpr bool kHardwareFp8 =

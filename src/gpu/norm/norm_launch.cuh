@@ -1,9 +1,9 @@
 // Host side of the norm kernels: from a validated NormProblem and a NormConfig to a launch.
 //
 // launch_norm<kKind> is instantiated once per kind in its own translation unit (norm_rms.cu,
-// norm_layer.cu), and launch_norm_fp8 (RMSNorm with an fp8 output) in two more, one per fp8
-// format (norm_rms_fp8.cu, norm_rms_fp8_fnuz.cu), so the parts of the kernel set compile in
-// parallel. They turn the runtime dtypes, the add flag, the load width and the warp size into
+// norm_layer.cu), and launch_norm_fp8 (RMSNorm with an fp8 output) in two more, one per kind of
+// fp8 conversion (norm_rms_fp8.cu: e4m3fn in hardware; norm_rms_fp8_software.cu: any format in
+// software), so the parts of the kernel set compile in parallel. They turn the runtime dtypes, the add flag, the load width and the warp size into
 // template arguments, and launch the registers, cluster or staged kernel. Rows beyond what one
 // grid can index go in several launches.
 // fp8 outputs are instantiated for full-width and element-wise accesses only (unaligned calls
@@ -330,7 +330,8 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   return Status();
 }
 
-// Every dtype combination of kind kKind with output Fp8 (void: x's dtype; else an fp8 format).
+// Every dtype combination of kind kKind with output Fp8 (void: x's dtype; else an fp8 format tag:
+// gpu/common/fp8_pack.cuh).
 template <NormKind kKind, class Fp8>
 Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& args,
                           const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,

@@ -1,16 +1,15 @@
 // RMSNorm and fused_add_rms_norm with an fp8 output (static or dynamic per-row scale), every
-// dtype combination: the e4m3fn kernels, and the entry that picks the format. The e4m3fnuz
-// kernels compile apart, in parallel (norm_rms_fp8_fnuz.cu): each format is a full kernel set,
-// and together they were the longest translation unit of the build. See norm_launch.cuh.
+// dtype combination: the entry that picks the kernel set for the format, and the e4m3fn kernels
+// of the platform that converts to it in hardware (CUDA; their GPUs before sm_89 convert in
+// software). The kernels that convert in software for any format (every format on HIP,
+// e4m3fnuz on CUDA) compile apart, in parallel (norm_rms_fp8_software.cu). See norm_launch.cuh.
 #include "core/fp8.h"
+#include "gpu/common/fp8_pack.cuh"
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
 
-template Status launch_norm_dtypes<NormKind::kRms, detail::Fp8E4M3FN>(
-    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
-    bool, StreamHandle);
-extern template Status launch_norm_dtypes<NormKind::kRms, detail::Fp8E4M3FNUZ>(
+extern template Status launch_norm_dtypes<NormKind::kRms, Fp8FormatInArgs>(
     const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
     bool, StreamHandle);
 
@@ -22,7 +21,7 @@ Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
   if (p.weight_after_cast) {
     return Status::runtime_error("norm: fp8 output takes no weight_after_cast");
   }
-  return detail::dispatch_fp8_format(p.out_fp8_format, [&](auto format_tag) -> Status {
+  return dispatch_codes_format(p.out_fp8_format, [&](auto format_tag) -> Status {
     return launch_norm_dtypes<NormKind::kRms, decltype(format_tag)>(p, args, cfg, load_width,
                                                                      info, pdl, stream);
   });
