@@ -301,22 +301,23 @@ FUSEKIT_DEVICE T shfl_xor(T v, int lane_mask) {
 #endif
 }
 
-// The largest of v over the warp's lanes as unsigned integers; every lane gets it, and every lane
-// of the warp must call it. One reduction instruction on sm_80+ (redux.sync); xor shuffles,
-// widest first, elsewhere.
+// The largest of v as unsigned integers over each group of `lanes` lanes (a power of two up to
+// kWarp); every lane gets its group's, and every lane of the warp must call it. Over the whole
+// warp one reduction instruction on sm_80+ (redux.sync); xor shuffles, widest first, elsewhere.
 template <int kWarp>
-FUSEKIT_DEVICE unsigned warp_max_u32(unsigned v) {
+FUSEKIT_DEVICE unsigned warp_max_u32(unsigned v, int lanes = kWarp) {
 #if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   static_assert(kWarp == 32, "CUDA warps have 32 lanes");
-  return __reduce_max_sync(~0u, v);
-#else
+  if (lanes >= kWarp) return __reduce_max_sync(~0u, v);
+#endif
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const unsigned other = shfl_xor<kWarp>(v, offset);
-    v = other > v ? other : v;
+    if (offset < lanes) {
+      const unsigned other = shfl_xor<kWarp>(v, offset);
+      v = other > v ? other : v;
+    }
   }
   return v;
-#endif
 }
 
 // The special-function units' approximations of 2^x and 1/x, for math whose result is rounded to

@@ -48,8 +48,15 @@ FUSEKIT_DEVICE float tree_sum(float (&v)[kCount]) {
 
 // Butterfly over groups of `lanes` lanes (a power of two <= kWarp), widest exchange first: lanes
 // whose indices differ in the highest bit combine first, then the next bit, down to neighbours.
+// Over a whole warp the steps are unconditional: no step's predicate to compute, which the
+// compiler otherwise may place on the uniform datapath, a compare and a predicate copy a step.
 template <int kWarp>
 FUSEKIT_DEVICE float warp_sum(float v, int lanes) {
+  if (lanes >= kWarp) {
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += shfl_xor<kWarp>(v, offset);
+    return v;
+  }
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
     if (offset < lanes) v += shfl_xor<kWarp>(v, offset);
@@ -58,7 +65,7 @@ FUSEKIT_DEVICE float warp_sum(float v, int lanes) {
 }
 
 // How the threads of a row hand their values to the fold that follows (row_sum, row_sum_max,
-// row_moments, row_reduce): each thread's value lands in slot `thread` of the row's scratch, and
+// row_moments, row_magnitude_max): each thread's value lands in slot `thread` of the row's scratch, and
 // once the publisher returns every slot of the row is readable by every thread of the block.
 // BlockPublish is the one-block row's: a store and the block barrier. A row split over a cluster's
 // blocks takes ClusterGather (below) instead, and then folds exactly what one block would have.
@@ -287,6 +294,43 @@ FUSEKIT_DEVICE float max_warp_partials(const float* p, int count) {
   return m;
 }
 
+// The NanMax of magnitudes: values of +0 or more, or NaN (a row's max|y| and its partials, which
+// start from 0 and take |y|). Read as unsigned integers, such floats order as their values, and
+// every NaN (of either sign) lies above +inf, so the integer maximum is the NanMax: the same
+// maximum, or a NaN where any value is one (which NaN is unspecified, as with NanMax; the fp8
+// scales made from it canonicalize NaN). Over groups of `lanes` lanes, every lane getting its
+// group's; over a whole warp one instruction on sm_80+ (warp_max_u32) where a float max takes a
+// shuffle and a max at each of five steps.
+template <int kWarp>
+FUSEKIT_DEVICE float warp_magnitude_max(float v, int lanes = kWarp) {
+  return __uint_as_float(warp_max_u32<kWarp>(__float_as_uint(v), lanes));
+}
+
+// The NanMax of magnitudes over each row's `threads_per_row` threads (a power of two) once each
+// warp's share is in `warp_max` (warp_magnitude_max over min(threads_per_row, kWarp) lanes) and
+// `slots` holds every thread's warp_max from the same publish (one float per thread of the row,
+// from the row's first thread on): lane l of each warp reads warp l's (its first lane's) slot,
+// and one more warp maximum combines the row's warps. Every thread of the row gets the result.
+template <int kWarp>
+FUSEKIT_DEVICE float row_magnitude_max_of_warps(float warp_max, const float* slots,
+                                                int threads_per_row) {
+  if (threads_per_row <= kWarp) return warp_max;
+  const int warps = threads_per_row / kWarp;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  return warp_magnitude_max<kWarp>(slots[(lane & (warps - 1)) * kWarp]);
+}
+
+// How a row's NanMax of magnitudes is reduced (row_sum_max, row_magnitude_max):
+//   kCompact: each warp's maximum first, in one integer instruction (warp_magnitude_max), so that
+//     the row's warps leave one value each to read after the barrier: the fewest instructions,
+//     for the kernels of a runtime thread count (the large batches'), where the fp8 forms are
+//     bound by their issue rate.
+//   kShuffles: xor shuffles, the row's warps read by every thread beside the sum's: the kernels
+//     of a row's thread count fixed at compile time, whose steps unroll and whose one-row calls
+//     measured 1-9% slower in the compact form (bench/NOTES.md, "fp8 row max as an integer max").
+// Both give the same bits.
+enum class RowMaxForm { kCompact, kShuffles };
+
 // A row's sum and, taken beside it, a NaN-propagating max (RMSNorm's fp8 output with a dynamic
 // scale: the sum of squares and max|h * w|, norm_kernel.cuh).
 struct SumMax {
@@ -294,62 +338,68 @@ struct SumMax {
   float max;
 };
 
-// row_sum of `v` and, in the same pass, the NanMax of `m` over the `threads_per_row` threads of
-// each row: one barrier for both. The sum is row_sum's, bit for bit (the same tree); the max is the
-// same bits in any order. Scratch as row_sum's, one buffer per value.
-template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
+// row_sum of `v` and, in the same pass, the NanMax of magnitudes `m` (warp_magnitude_max) over
+// the `threads_per_row` threads of each row, in form kMaxForm: one barrier for both. The sum is
+// row_sum's, bit for bit (the same tree); the max is the same bits in any order. Scratch as
+// row_sum's, one buffer per value.
+template <int kWarp, int kMaxWarpsPerRow, RowMaxForm kMaxForm, class Publish = BlockPublish>
 FUSEKIT_DEVICE SumMax row_sum_max(float v, float m, int threads_per_row, float* scratch_sum,
                                   float* scratch_max, const Publish& publish = {}) {
+  constexpr bool kCompact = kMaxForm == RowMaxForm::kCompact;
+  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
+  if constexpr (kCompact) m = warp_magnitude_max<kWarp>(m, lanes);
   if (threads_per_row > kWarp) {
     publish(scratch_sum, v, scratch_max, m);
     const int lane = static_cast<int>(threadIdx.x) % kWarp;
-    const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) + lane;
+    const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
     const int warps = threads_per_row / kWarp;
-    v = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_sum + column, warps);
-    m = max_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_max + column, warps);
+    v = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_sum + row_first_thread + lane, warps);
+    if constexpr (kCompact) {
+      m = row_magnitude_max_of_warps<kWarp>(m, scratch_max + row_first_thread, threads_per_row);
+    } else {
+      m = max_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_max + row_first_thread + lane, warps);
+    }
   }
-  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
   v = warp_sum<kWarp>(v, lanes);
+  if constexpr (!kCompact) {
 #pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    if (offset < lanes) m = NanMax{}(m, shfl_xor<kWarp>(m, offset));
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      if (offset < lanes) m = NanMax{}(m, shfl_xor<kWarp>(m, offset));
+    }
   }
   return {v, m};
 }
 
-// `combine` (commutative and associative, e.g. NanMax) of `v` over the `threads_per_row` threads
-// of each row (a power of two): lanes by xor shuffles, then the row's warps through `scratch`
-// (one float per thread of the block). Every thread of the row gets the result. `scratch` must
-// not be in use by another reduction that can still be reading it. Every thread of the block
-// calls this.
-template <int kWarp, class Combine, class Publish = BlockPublish>
-FUSEKIT_DEVICE float row_reduce(float v, int threads_per_row, float* scratch,
-                                const Combine& combine, const Publish& publish = {}) {
+// The NanMax of magnitudes `v` (warp_magnitude_max) over the `threads_per_row` threads of each
+// row (a power of two), in form kMaxForm: the warp's lanes, then the row's warps through
+// `scratch` (one float per thread of the block). Every thread of the row gets the result.
+// `scratch` must not be in use by another reduction that can still be reading it. Every thread
+// of the block calls this.
+template <int kWarp, RowMaxForm kMaxForm, class Publish = BlockPublish>
+FUSEKIT_DEVICE float row_magnitude_max(float v, int threads_per_row, float* scratch,
+                                       const Publish& publish = {}) {
+  constexpr bool kCompact = kMaxForm == RowMaxForm::kCompact;
+  if constexpr (kCompact) {
+    v = warp_magnitude_max<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
+  } else {
 #pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    if (offset < threads_per_row) v = combine(v, shfl_xor<kWarp>(v, offset));
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      if (offset < threads_per_row) v = NanMax{}(v, shfl_xor<kWarp>(v, offset));
+    }
   }
   if (threads_per_row > kWarp) {
     publish(scratch, v);
     const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
-    v = scratch[row_first_thread];
-    for (int w = kWarp; w < threads_per_row; w += kWarp) {
-      v = combine(v, scratch[row_first_thread + w]);
+    if constexpr (kCompact) {
+      v = row_magnitude_max_of_warps<kWarp>(v, scratch + row_first_thread, threads_per_row);
+    } else {
+      v = scratch[row_first_thread];
+      for (int w = kWarp; w < threads_per_row; w += kWarp) {
+        v = NanMax{}(v, scratch[row_first_thread + w]);
+      }
     }
   }
   return v;
-}
-
-// The NanMax of magnitudes: values of +0 or more, or NaN (a row's max|y| and its partials, which
-// start from 0 and take |y|). Read as unsigned integers, such floats order as their values, and
-// every NaN (of either sign) lies above +inf, so the integer maximum is the NanMax: the same
-// maximum, or a NaN where any value is one (which NaN is unspecified, as with NanMax; the fp8
-// scales made from it canonicalize NaN). Over a whole warp, every lane getting it: one
-// instruction on sm_80+ (warp_max_u32) where a float max takes a shuffle and a max at each of
-// five steps.
-template <int kWarp>
-FUSEKIT_DEVICE float warp_magnitude_max(float v) {
-  return __uint_as_float(warp_max_u32<kWarp>(__float_as_uint(v)));
 }
 
 // The NanMax of magnitudes `v` (warp_magnitude_max) over the whole block: a warp maximum, then

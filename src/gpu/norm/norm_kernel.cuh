@@ -524,14 +524,18 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   auto reduce = [&](float v, int k) {
     return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k], publish(k));
   };
+  // The row's max of magnitudes (fp8 outputs with a dynamic scale): in the fewest instructions
+  // where the row's thread count is a launch argument (the large batches' kernels), by shuffles
+  // where it is fixed (decode rows; reduce.cuh's RowMaxForm).
+  constexpr RowMaxForm kMaxForm = kFixed ? RowMaxForm::kShuffles : RowMaxForm::kCompact;
   // fp8 output only (RMSNorm, whose sum used scratch[0]), where y is formed again for the codes.
   auto reduce_max = [&](float v) {
-    return row_reduce<K::kWarp>(v, tpr, scratch[1], NanMax{}, publish(1));
+    return row_magnitude_max<K::kWarp, kMaxForm>(v, tpr, scratch[1], publish(1));
   };
   // fp8 output with a dynamic scale: its sum of squares and max|h * w| in one reduction.
   auto reduce_sum_max = [&](float v, float m) {
-    return row_sum_max<K::kWarp, K::kMaxWarpsPerRow>(v, m, tpr, scratch[0], scratch[1],
-                                                     publish(0));
+    return row_sum_max<K::kWarp, K::kMaxWarpsPerRow, kMaxForm>(v, m, tpr, scratch[0],
+                                                               scratch[1], publish(0));
   };
   // LayerNorm's moments in one reduction (TreeMoments) for rows of a power-of-two number of whole
   // groups: the exact kernels' rows unless kItems is odd, and the other kernels' where

@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormK
   float total;
   if (max_needed) {  // uniform
     const SumMax row_values =
-        row_sum_max<K::kWarp, K::kMaxWarpsPerRow>(acc, max_p, threads, scratch[0], scratch[1]);
+        row_sum_max<K::kWarp, K::kMaxWarpsPerRow, RowMaxForm::kShuffles>(acc, max_p, threads,
+                                                                         scratch[0], scratch[1]);
     total = row_values.sum;
     max_p = row_values.max;
   } else {
