@@ -7,10 +7,16 @@
 #include "gpu/common/check.h"
 #include "gpu/norm/norm_gpu.h"
 #include "gpu/norm/norm_kernel.cuh"
-#include "gpu/norm/norm_kernel_sets.h"
 #include "gpu/platform.h"
 
 namespace fusekit::gpu {
+
+template <NormKind kKind>
+Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
+                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream);
+Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
+                       const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                       StreamHandle stream);
 
 namespace {
 
@@ -141,14 +147,9 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   const int load = widest_load(p);
   if (p.out_fp8) return launch_norm_fp8(p, a, cfg, load, info, pdl, s);
   if (p.kind == NormKind::kRms) {
-    return p.add_residual ? launch_norm_dtypes<NormKind::kRms, true, void>(p, a, cfg, load, info,
-                                                                           pdl, s)
-                          : launch_norm_dtypes<NormKind::kRms, false, void>(p, a, cfg, load, info,
-                                                                            pdl, s);
+    return launch_norm<NormKind::kRms>(p, a, cfg, load, info, pdl, s);
   }
-  return p.add_residual
-             ? launch_norm_dtypes<NormKind::kLayer, true, void>(p, a, cfg, load, info, pdl, s)
-             : launch_norm_dtypes<NormKind::kLayer, false, void>(p, a, cfg, load, info, pdl, s);
+  return launch_norm<NormKind::kLayer>(p, a, cfg, load, info, pdl, s);
 }
 
 }  // namespace fusekit::gpu

@@ -1,9 +1,11 @@
 // Host side of the norm kernels: from a validated NormProblem and a NormConfig to a launch.
 //
-// launch_norm_dtypes<kKind, kAdd, Fp8> turns the runtime dtypes, the load width and the warp
-// size into template arguments, and launches the registers, cluster or staged kernel; rows
-// beyond what one grid can index go in several launches. Each of its kernel sets compiles in a
-// translation unit of its own (norm_kernel_sets.h lists them), so the sets compile in parallel.
+// launch_norm<kKind> is instantiated once per kind in its own translation unit (norm_rms.cu,
+// norm_layer.cu), and launch_norm_fp8 (RMSNorm with an fp8 output) in two more, one per kind of
+// fp8 conversion (norm_rms_fp8.cu: e4m3fn in hardware; norm_rms_fp8_software.cu: any format in
+// software), so the parts of the kernel set compile in parallel. They turn the runtime dtypes, the add flag, the load width and the warp size into
+// template arguments, and launch the registers, cluster or staged kernel. Rows beyond what one
+// grid can index go in several launches.
 // fp8 outputs are instantiated for full-width and element-wise accesses only (unaligned calls
 // are rare, and each width is a full set of kernels).
 #pragma once
@@ -328,10 +330,9 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   return Status();
 }
 
-// Every dtype combination of kind kKind, with the residual add (kAdd: p.add_residual) or
-// without, and output Fp8 (void: x's dtype; else an fp8 format tag: gpu/common/fp8_pack.cuh).
-// Declared for its callers, with the units that instantiate it, by norm_kernel_sets.h.
-template <NormKind kKind, bool kAdd, class Fp8>
+// Every dtype combination of kind kKind with output Fp8 (void: x's dtype; else an fp8 format tag:
+// gpu/common/fp8_pack.cuh).
+template <NormKind kKind, class Fp8>
 Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& args,
                           const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
                           StreamHandle stream) {
@@ -339,28 +340,37 @@ Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& ar
     using TX = typename decltype(x_tag)::type;
     return dispatch_x_or_float<TX>(p.weight_dtype, [&](auto w_tag) -> Status {
       using TW = typename decltype(w_tag)::type;
-      return dispatch_x_or_float<TX>(p.source_dtype(), [&](auto r_tag) -> Status {
-        using TR = typename decltype(r_tag)::type;
-        if constexpr (!kAdd && !std::is_same_v<TR, TX>) {
-          return Status::runtime_error("norm: internal dtype dispatch error");
-        } else {
-          auto with_load = [&](auto load_tag) -> Status {
-            return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
-              using K = NormTraits<kKind, kAdd, TX, TW, TR, decltype(load_tag)::value,
-                                   decltype(warp_tag)::value, Fp8>;
-              return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
-            });
-          };
-          constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
-          if constexpr (!std::is_void_v<Fp8>) {
-            return dispatch_int<kGroup, 1>(load_width == kGroup ? kGroup : 1, with_load);
+      return dispatch_bool(p.add_residual, [&](auto add_tag) -> Status {
+        using AddTag = decltype(add_tag);
+        return dispatch_x_or_float<TX>(p.source_dtype(), [&](auto r_tag) -> Status {
+          using TR = typename decltype(r_tag)::type;
+          if constexpr (!AddTag::value && !std::is_same_v<TR, TX>) {
+            return Status::runtime_error("norm: internal dtype dispatch error");
           } else {
-            return dispatch_load_width<kGroup>(load_width, with_load);
+            auto with_load = [&](auto load_tag) -> Status {
+              return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
+                using K = NormTraits<kKind, AddTag::value, TX, TW, TR, decltype(load_tag)::value,
+                                     decltype(warp_tag)::value, Fp8>;
+                return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
+              });
+            };
+            constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
+            if constexpr (!std::is_void_v<Fp8>) {
+              return dispatch_int<kGroup, 1>(load_width == kGroup ? kGroup : 1, with_load);
+            } else {
+              return dispatch_load_width<kGroup>(load_width, with_load);
+            }
           }
-        }
+        });
       });
     });
   });
+}
+
+template <NormKind kKind>
+Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
+                   int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
+  return launch_norm_dtypes<kKind, void>(p, args, cfg, load_width, info, pdl, stream);
 }
 
 }  // namespace fusekit::gpu
