@@ -65,8 +65,9 @@ FUSEKIT_DEVICE float warp_sum(float v, int lanes) {
 }
 
 // How the threads of a row hand their values to the fold that follows (row_sum, row_sum_max,
-// row_moments, row_magnitude_max): each thread's value lands in slot `thread` of the row's scratch, and
-// once the publisher returns every slot of the row is readable by every thread of the block.
+// row_moments, row_magnitude_max): each thread's value lands in slot `thread` of the row's
+// scratch, and once the publisher returns every slot of the row is readable by every thread of
+// the block.
 // BlockPublish is the one-block row's: a store and the block barrier. A row split over a cluster's
 // blocks takes ClusterGather (below) instead, and then folds exactly what one block would have.
 struct BlockPublish {
