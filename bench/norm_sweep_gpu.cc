@@ -81,7 +81,8 @@ Status norm_describe(const OpSpec& op, const OpArgs& args, const GpuFacts&, std:
   int load = 0;
   const Status s = gpu::describe_norm_config(problem_of(op, args), &c, &load);
   if (!s.ok()) return s;
-  *text = c.to_string() + " vec=" + std::to_string(load);
+  // vec: elements per access, or "any" where the alignment is found at run time (vec_io.cuh).
+  *text = c.to_string() + " vec=" + (load == 1 ? std::string("any") : std::to_string(load));
   return Status();
 }
 

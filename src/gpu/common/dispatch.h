@@ -52,16 +52,12 @@ decltype(auto) dispatch_int(int v, F&& f) {
   }
 }
 
-// The memory-access widths (elements per access) kernels are instantiated for: the whole 16-byte
-// group, two elements, or one. A narrower width than `width` allows is always correct; each
-// width is a full copy of a kernel set, so widths between the group and two elements (8-byte
-// accesses of 16-bit types, met only by rows aligned to 8 but not 16 bytes) go to two.
+// The access forms kernels are instantiated for (vec_io.cuh's kLoad): whole 16-byte groups, where
+// every pointer and row stride allows them (width >= kGroup), else 1: accesses as wide as each
+// group's address allows, found at run time, or one element at a time (kAdaptsToAlignment).
 template <int kGroup, typename F>
 decltype(auto) dispatch_load_width(int width, F&& f) {
   if (width >= kGroup) return f(std::integral_constant<int, kGroup>{});
-  if constexpr (kGroup > 2) {
-    if (width >= 2) return f(std::integral_constant<int, 2>{});
-  }
   return f(std::integral_constant<int, 1>{});
 }
 

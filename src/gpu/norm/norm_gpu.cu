@@ -89,7 +89,7 @@ Status describe_norm_config(const NormProblem& p, NormConfig* config, int* load_
   const ErrorCode e = query_device_info(p.device.index, &info);
   if (e != kSuccess) return status_from("norm: querying the device", e);
   *config = choose_norm_config(shape_of(p, info));
-  *load_width = widest_load(p);
+  *load_width = widest_load(p) == group_elems(p) ? group_elems(p) : 1;  // the kernels' kLoad
   return Status();
 }
 

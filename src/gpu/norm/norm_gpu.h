@@ -18,7 +18,8 @@ Status run_norm_gpu_with(const detail::NormProblem& p, Stream stream,
 // The heuristic's inputs for `p` on its device.
 Status norm_shape_of(const detail::NormProblem& p, NormShape* shape);
 
-// The configuration run_norm_gpu would pick for `p` on its device.
+// The configuration run_norm_gpu would pick for `p` on its device, and its kernels' kLoad (the
+// group, or 1 where each access's width is found at run time: vec_io.cuh).
 Status describe_norm_config(const detail::NormProblem& p, NormConfig* config, int* load_width);
 
 }  // namespace fusekit::gpu

@@ -7,8 +7,6 @@
 // the add flag, the load width and the warp size into template arguments, and launch the
 // registers, cluster or staged kernel. Rows beyond what one grid can index go in several
 // launches.
-// fp8 outputs are instantiated for full-width and element-wise accesses only (unaligned calls
-// are rare, and each width is a full set of kernels).
 #pragma once
 
 #include <algorithm>
@@ -355,12 +353,7 @@ Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& ar
                 return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
               });
             };
-            constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
-            if constexpr (!std::is_void_v<Fp8>) {
-              return dispatch_int<kGroup, 1>(load_width == kGroup ? kGroup : 1, with_load);
-            } else {
-              return dispatch_load_width<kGroup>(load_width, with_load);
-            }
+            return dispatch_load_width<16 / static_cast<int>(sizeof(TX))>(load_width, with_load);
           }
         });
       });
