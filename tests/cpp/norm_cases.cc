@@ -36,6 +36,7 @@ std::string NormCase::name() const {
   if (x_offset || out_offset || residual_offset) {
     s << " offsets=" << x_offset << "/" << out_offset << "/" << residual_offset;
   }
+  if (affine_offset) s << " affine-offset=" << affine_offset;
   if (rank3_d0) s << " rank3(d0=" << rank3_d0 << ")";
   if (!has_weight) s << " no-weight";
   if (is_layer(op) && !has_bias) s << " no-bias";
@@ -70,8 +71,8 @@ NormRun run_norm_case(const NormCase& c, Backend backend, NormRun* inputs_before
       run.residual_out = RowBuffer(backend, c.residual_dtype, m, n, n + c.residual_out_pad);
     }
   }
-  if (c.has_weight) run.weight = RowBuffer(backend, c.weight_dtype, 1, n);
-  if (layer && c.has_bias) run.bias = RowBuffer(backend, c.weight_dtype, 1, n);
+  if (c.has_weight) run.weight = RowBuffer(backend, c.weight_dtype, 1, n, n, c.affine_offset);
+  if (layer && c.has_bias) run.bias = RowBuffer(backend, c.weight_dtype, 1, n, n, c.affine_offset);
   if (c.stats) {
     run.rstd = RowBuffer(backend, DType::kFloat32, 1, m);
     if (layer) run.mean = RowBuffer(backend, DType::kFloat32, 1, m);

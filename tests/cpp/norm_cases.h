@@ -40,6 +40,7 @@ struct NormCase {
   // Row stride = cols + pad; base pointer `offset` elements past an aligned allocation.
   int64_t x_pad = 0, out_pad = 0, residual_pad = 0, residual_out_pad = 0;
   int64_t x_offset = 0, out_offset = 0, residual_offset = 0;
+  int64_t affine_offset = 0;  // weight's and bias's base pointers, likewise
   int rank3_d0 = 0;  // > 0: pass [d0, rows / d0, cols] views
   bool has_weight = true;
   bool has_bias = true;  // layer norms only
