@@ -42,6 +42,20 @@ Layout layout(int k) {
 }
 constexpr int kLayouts = 8;
 
+// A norm case (NormCase or NormFp8Case) with its row tensors laid out as `l` says.
+template <class Case>
+Case with_row_layout(const Case& c, const Layout& l) {
+  Case moved = c;
+  moved.x_offset = l.a;
+  moved.out_offset = l.b;
+  moved.residual_offset = l.c;
+  moved.x_pad = l.pad_a;
+  moved.out_pad = l.pad_b;
+  moved.residual_pad = l.pad_c;
+  moved.residual_out_pad = l.pad_d;
+  return moved;
+}
+
 std::vector<uint64_t> norm_bits(const NormCase& c, const NormRun& run) {
   const RowBuffer& out = is_in_place(c.op) ? run.x : run.out;
   const RowBuffer& r_out = is_in_place(c.op) ? run.residual : run.residual_out;
@@ -83,15 +97,8 @@ TEST_P(AlignmentInvariance, Norm) {
         const std::vector<uint64_t> expected = norm_bits(c, aligned);
         for (int k = 1; k < kLayouts; ++k) {
           const Layout l = layout(k);
-          NormCase moved = c;
-          moved.x_offset = l.a;
-          moved.out_offset = l.b;
-          moved.residual_offset = l.c;
+          NormCase moved = with_row_layout(c, l);
           moved.affine_offset = l.d;
-          moved.x_pad = l.pad_a;
-          moved.out_pad = l.pad_b;
-          moved.residual_pad = l.pad_c;
-          moved.residual_out_pad = l.pad_d;
           SCOPED_TRACE(moved.name());
           const NormRun run = run_norm_case(moved, backend);
           ASSERT_TRUE(run.status.ok()) << run.status.to_string();
@@ -125,15 +132,7 @@ TEST_P(AlignmentInvariance, NormFp8) {
               for (uint64_t b : norm_fp8_row_bits(c, aligned, r)) expected.push_back(b);
             }
             for (int k = 1; k < kLayouts; ++k) {
-              const Layout l = layout(k);
-              NormFp8Case moved = c;
-              moved.x_offset = l.a;
-              moved.out_offset = l.b;
-              moved.residual_offset = l.c;
-              moved.x_pad = l.pad_a;
-              moved.out_pad = l.pad_b;
-              moved.residual_pad = l.pad_c;
-              moved.residual_out_pad = l.pad_d;
+              const NormFp8Case moved = with_row_layout(c, layout(k));
               SCOPED_TRACE(moved.name());
               const NormFp8Run run = run_norm_fp8_case(moved, backend);
               ASSERT_TRUE(run.status.ok()) << run.status.to_string();
