@@ -112,8 +112,9 @@ TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
 // keep four groups per thread at mid batches, or three or five where those cover the row
 // exactly, rather than pairs that leave slots idle: RMSNorm alone and with the add, plain form or
 // not. LayerNorm too past 256 groups, taking three on twice the threads rather than five (and
-// pairs up to 256 groups, or where the groups are not whole); its splits over two blocks at up
-// to twice as many rows as SMs are test_norm_config_split_rows.cc's.
+// pairs up to 256 groups, or where the groups are not whole, but for rows that one warp holds in
+// three or four groups a lane at four rows an SM or more); its splits over two blocks at up to
+// twice as many rows as SMs are test_norm_config_split_rows.cc's.
 TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
   using Case = LaunchCase;
   for (const bool add : {false, true}) {
@@ -154,6 +155,15 @@ TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
       expect_registers_shape(layer, 896, rows, 64, 2);
     }
     expect_registers_shape(layer, 2560, 800, 128, 3);
+    // Rows that one warp holds in three or four groups a lane take that warp from four rows an SM
+    // (528 here) rather than pairs: exactly three at N = 768, four with the last partial at 896.
+    for (const int64_t rows : {528, 1024, 2048}) {
+      SCOPED_TRACE("layer add=" + std::to_string(add) + " rows=" + std::to_string(rows));
+      expect_registers_shape(layer, 768, rows, 32, 3);
+      expect_registers_shape(layer, 896, rows, 32, 4);
+      expect_registers_shape(layer, 1024, rows, 64, 2);  // a power of two: pairs
+    }
+    expect_registers_shape(layer, 768, 527, 64, 2);
     NormShape unaligned = layer;
     unaligned.whole_groups = false;
     expect_registers_shape(unaligned, 3072, 256, 256, 2);

@@ -80,6 +80,16 @@ constexpr int64_t kLayerMidSmGroups = 2 * kMidSmGroups;
 // [512, 1280] 6.85 against 6.75; the fused add 0.97-0.99x), and at N = 896 slower ([256, 896]
 // 2.19 at 32 x 4 against 2.11; bench/NOTES.md, "Norm v41").
 constexpr int64_t kLayerPairsMaxGroups = 256;
+// LayerNorm's rows that one warp holds in three or four groups a lane (more than two warps' worth
+// of groups, at most four, not a power of two: N = 768 and 896 bf16 on 32 lanes) at batches of at
+// least this many rows an SM: that one warp a row rather than pairs on two to four warps, so that
+// both of the row's reductions stay within the warp (shuffles only: no barrier, no shared
+// memory). Measured on an H200 (sweep, one process; bench/NOTES.md, "Norm v43"): layer_norm
+// [2048, 768] 7.01 us cold at 32 x 3 against 7.84 in pairs, [2048, 896] 7.39 at 32 x 4 against
+// 8.10; fused_add_layer_norm 8.00 against 9.31 and 8.74 against 9.70. At M = 256 (two rows an
+// SM) the pairs or one group a thread still won where the warp's last group is partial
+// (layer_norm [256, 896] 2.20 us against 2.12 in pairs and 2.02 at 128 x 1).
+constexpr int64_t kLayerOneWarpMinRowsPerSm = 4;
 // LayerNorm up to this many rows an SM (the batches measured) takes three groups per thread on
 // twice the threads rather than five where both hold the row (below).
 constexpr int64_t kLayerThreeOverFiveRowsPerSm = 4;
@@ -322,8 +332,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // placement): layer_norm [512, 2560] 7.65 -> 7.07 us cold at 128 x 3, [512, 3584] 8.22 ->
     // 7.68 at 128 x 4; fused_add_layer_norm 9.15 -> 8.16 and 9.98 -> 9.23.
     const bool pairs_exact = next_pow2(groups) == groups;
-    const bool layer_pairs_kept =
-        shape.layer && (!shape.whole_groups || groups <= kLayerPairsMaxGroups);
+    const int64_t warp = shape.warp_size;
+    const bool layer_one_warp = shape.layer && shape.whole_groups && !pairs_exact &&
+                                groups > 2 * warp && groups <= kNormMaxItems * warp &&
+                                shape.rows >= kLayerOneWarpMinRowsPerSm * sm_count;
+    const bool layer_pairs_kept = shape.layer && !layer_one_warp &&
+                                  (!shape.whole_groups || groups <= kLayerPairsMaxGroups);
     if (fills_gpu && items > 2 && (pairs_exact || layer_pairs_kept) &&
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
          (shape.layer && layer_mid_batch) || plain_mid)) {
