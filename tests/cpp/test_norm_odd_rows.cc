@@ -155,15 +155,17 @@ TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
       expect_registers_shape(layer, 896, rows, 64, 2);
     }
     expect_registers_shape(layer, 2560, 800, 128, 3);
-    // Rows that one warp holds in three or four groups a lane take that warp from four rows an SM
-    // (528 here) rather than pairs: exactly three at N = 768, four with the last partial at 896.
-    for (const int64_t rows : {528, 1024, 2048}) {
+    // Rows that one warp holds in three or four groups a lane take that warp rather than pairs:
+    // exactly three (N = 768) at every batch that fills the GPU, four with the last partial (896)
+    // from four rows an SM (528 here).
+    for (const int64_t rows : {256, 512, 528, 1024, 2048}) {
       SCOPED_TRACE("layer add=" + std::to_string(add) + " rows=" + std::to_string(rows));
       expect_registers_shape(layer, 768, rows, 32, 3);
-      expect_registers_shape(layer, 896, rows, 32, 4);
       expect_registers_shape(layer, 1024, rows, 64, 2);  // a power of two: pairs
+      if (rows >= 528) expect_registers_shape(layer, 896, rows, 32, 4);
     }
-    expect_registers_shape(layer, 768, 527, 64, 2);
+    expect_registers_shape(layer, 896, 527, 64, 2);
+    expect_registers_shape(layer, 768, 32, 128, 1);  // a decode batch: one group a thread
     NormShape unaligned = layer;
     unaligned.whole_groups = false;
     expect_registers_shape(unaligned, 3072, 256, 256, 2);

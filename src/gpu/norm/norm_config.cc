@@ -81,14 +81,16 @@ constexpr int64_t kLayerMidSmGroups = 2 * kMidSmGroups;
 // 2.19 at 32 x 4 against 2.11; bench/NOTES.md, "Norm v41").
 constexpr int64_t kLayerPairsMaxGroups = 256;
 // LayerNorm's rows that one warp holds in three or four groups a lane (more than two warps' worth
-// of groups, at most four, not a power of two: N = 768 and 896 bf16 on 32 lanes) at batches of at
-// least this many rows an SM: that one warp a row rather than pairs on two to four warps, so that
-// both of the row's reductions stay within the warp (shuffles only: no barrier, no shared
-// memory). Measured on an H200 (sweep, one process; bench/NOTES.md, "Norm v43"): layer_norm
-// [2048, 768] 7.01 us cold at 32 x 3 against 7.84 in pairs, [2048, 896] 7.39 at 32 x 4 against
-// 8.10; fused_add_layer_norm 8.00 against 9.31 and 8.74 against 9.70. At M = 256 (two rows an
-// SM) the pairs or one group a thread still won where the warp's last group is partial
-// (layer_norm [256, 896] 2.20 us against 2.12 in pairs and 2.02 at 128 x 1).
+// of groups, at most four, not a power of two: N = 520-1016 bf16 on 32 lanes) take that one warp a
+// row rather than pairs on two to four warps, so that both of the row's reductions stay within
+// the warp (shuffles only: no barrier, no shared memory): rows of exactly three groups a lane at
+// every batch that fills the GPU, the others from this many rows an SM. Measured on an H200
+// (sweeps, one process each; bench/NOTES.md, "Norm v43"): layer_norm [2048, 768] 7.01 us cold at
+// 32 x 3 against 7.84 in pairs, [2048, 896] 7.39 at 32 x 4 against 8.10, fused_add_layer_norm
+// 8.00 against 9.31 and 8.74 against 9.70; [256, 768] 1.92 us in graphs at 32 x 3 against 2.13
+// (the fused add 2.18 against 2.38); but at M = 256 and 512 (two and four rows an SM) the pairs
+// or one group a thread still won where the warp's last group is partial (layer_norm [256, 896]
+// 2.20 us against 2.12 in pairs and 2.02 at 128 x 1; [512, 896] 6.56 against 6.21 and 6.18).
 constexpr int64_t kLayerOneWarpMinRowsPerSm = 4;
 // LayerNorm up to this many rows an SM (the batches measured) takes three groups per thread on
 // twice the threads rather than five where both hold the row (below).
@@ -333,9 +335,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // 7.68 at 128 x 4; fused_add_layer_norm 9.15 -> 8.16 and 9.98 -> 9.23.
     const bool pairs_exact = next_pow2(groups) == groups;
     const int64_t warp = shape.warp_size;
-    const bool layer_one_warp = shape.layer && shape.whole_groups && !pairs_exact &&
-                                groups > 2 * warp && groups <= kNormMaxItems * warp &&
-                                shape.rows >= kLayerOneWarpMinRowsPerSm * sm_count;
+    const bool layer_one_warp =
+        shape.layer && shape.whole_groups && !pairs_exact && groups > 2 * warp &&
+        groups <= kNormMaxItems * warp &&
+        (groups == 3 * warp || shape.rows >= kLayerOneWarpMinRowsPerSm * sm_count);
     const bool layer_pairs_kept = shape.layer && !layer_one_warp &&
                                   (!shape.whole_groups || groups <= kLayerPairsMaxGroups);
     if (fills_gpu && items > 2 && (pairs_exact || layer_pairs_kept) &&
