@@ -91,6 +91,7 @@ constexpr int64_t kLayerPairsMaxGroups = 256;
 // (the fused add 2.18 against 2.38); but at M = 256 and 512 (two and four rows an SM) the pairs
 // or one group a thread still won where the warp's last group is partial (layer_norm [256, 896]
 // 2.20 us against 2.12 in pairs and 2.02 at 128 x 1; [512, 896] 6.56 against 6.21 and 6.18).
+// On 64-lane waves (AMD CDNA) the same rule covers N = 1032-2040 bf16, not measured there.
 constexpr int64_t kLayerOneWarpMinRowsPerSm = 4;
 // LayerNorm up to this many rows an SM (the batches measured) takes three groups per thread on
 // twice the threads rather than five where both hold the row (below).
