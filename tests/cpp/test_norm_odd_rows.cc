@@ -113,8 +113,9 @@ TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
 // exactly, rather than pairs that leave slots idle: RMSNorm alone and with the add, plain form or
 // not. LayerNorm too past 256 groups, taking three on twice the threads rather than five (and
 // pairs up to 256 groups, or where the groups are not whole, but for rows that one warp holds in
-// three or four groups a lane at four rows an SM or more); its splits over two blocks at up to
-// twice as many rows as SMs are test_norm_config_split_rows.cc's.
+// three or four groups a lane: exactly three at every batch that fills the GPU, else from four
+// rows an SM); its splits over two blocks at up to twice as many rows as SMs are
+// test_norm_config_split_rows.cc's.
 TEST(NormConfig, MidBatchPairsOnlyWhereTheyCoverTheRow) {
   using Case = LaunchCase;
   for (const bool add : {false, true}) {
