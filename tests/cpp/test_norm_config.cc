@@ -24,6 +24,7 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
           for (bool whole : {false, true}) {
           NormShape s;
           s.whole_groups = whole;
+          s.narrow_accesses = !whole;  // rows off the group: a contiguous batch's
           s.cols = n;
           s.rows = m;
           s.group_elems = group;
@@ -42,12 +43,13 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
           if (c.path == NormConfig::Path::kRegisters) {
             ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
             // Powers of two up to kNormMaxItems, or three or five (kNormOddItemCounts) covering
-            // whole groups exactly, or three with each thread's last group partly past the row.
+            // whole groups exactly, or three with only each thread's last group tested.
             if (norm_odd_items(c.items)) {
-              ASSERT_TRUE(whole);
-              ASSERT_TRUE(static_cast<int64_t>(c.threads_per_row) * c.items == groups ||
-                          (c.items == 3 && items_last_partial(groups, c.threads_per_row, 3)));
-              ASSERT_EQ(n % group, 0);
+              const bool whole_rows = whole && n % group == 0;
+              ASSERT_TRUE(
+                  (whole_rows && static_cast<int64_t>(c.threads_per_row) * c.items == groups) ||
+                  (c.items == 3 &&
+                   items_last_partial(groups, c.threads_per_row, 3, s.narrow_accesses)));
             } else {
               ASSERT_LE(c.items, kNormMaxItems);
               ASSERT_TRUE(is_pow2(c.items));
@@ -113,11 +115,12 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
                         Case{4096, 256, 256, 2, 1}, Case{4096, 2048, 128, 4, 1},
                         Case{4096, 16, 512, 1, 1}, Case{8192, 256, 512, 2, 1},
                         Case{8192, 16384, 512, 2, 1}, Case{8192, 1, 512, 2, 1},
-                        Case{5120, 128, 256, 4, 1}, Case{5120, 256, 256, 4, 2},
-                        Case{5120, 264, 256, 4, 2}, Case{5120, 265, 256, 4, 1},
-                        Case{5120, 2048, 256, 4, 1}}) {
+                        Case{7168, 128, 256, 4, 1}, Case{7168, 256, 256, 4, 2},
+                        Case{7168, 264, 256, 4, 2}, Case{7168, 265, 256, 4, 1},
+                        Case{7168, 2048, 256, 4, 1}}) {
     SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows));
     NormShape s;
+    s.whole_groups = true;
     s.min_blocks_per_sm = 1;
     s.adds_residual = true;
     const NormConfig c = expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
@@ -328,7 +331,10 @@ TEST(NormConfig, FusedAddWideRowsLoadTheirWeightAtTheOutput) {
   EXPECT_TRUE(flag([](NormShape&) {}));
   EXPECT_FALSE(flag([](NormShape& t) { t.cols = 4096; }));      // 128 threads x 4
   EXPECT_FALSE(flag([](NormShape& t) { t.cols = 16376; }));     // not covered exactly
-  EXPECT_FALSE(flag([](NormShape& t) { t.whole_groups = false; }));
+  EXPECT_FALSE(flag([](NormShape& t) {
+    t.whole_groups = false;
+    t.narrow_accesses = true;
+  }));
   EXPECT_FALSE(flag([](NormShape& t) { t.fp8_output = true; }));
   EXPECT_FALSE(flag([](NormShape& t) { t.group_elems = 4; t.cols = 8192; }));  // fp32 x
   EXPECT_FALSE(flag([](NormShape& t) { t.layer = true; t.min_blocks_per_sm = 2; }));
@@ -472,8 +478,10 @@ TEST(NormConfig, DecodeRowsShareTheirOutputsAmongBlocks) {
   // two of groups.
   s.outputs_apart = true;
   s.whole_groups = false;
+  s.narrow_accesses = true;
   EXPECT_EQ(expect_registers_shape(s, 4096, 1, 128, 4).output_parts, 1);
   s.whole_groups = true;
+  s.narrow_accesses = false;
   EXPECT_EQ(expect_registers_shape(s, 4000, 1, 128, 4).output_parts, 1);
   // LayerNorm (either form) spreads a shared row over at most 256 threads at up to four groups
   // each, its kernels holding the weight and bias beside the row; a row of its own keeps its
@@ -515,12 +523,15 @@ TEST(NormConfig, MakeRejectsWhatKernelsCannotRun) {
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 32, 1, &c));   // 16 blocks
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 8, &c));   // > 4 items
   EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kCluster, 64, 3, &c));   // items not pow2
-  // Three or five groups per thread (kNormOddItemCounts): only covering whole groups exactly.
+  // Three or five groups per thread (kNormOddItemCounts): covering whole groups exactly; rows
+  // that are not whole aligned groups three only, whose kernel tests each thread's last group.
   for (const int odd : kNormOddItemCounts) {
     SCOPED_TRACE("items=" + std::to_string(odd));
     s.whole_groups = false;
     s.cols = odd * 128 * 8;  // odd x 128 groups
-    EXPECT_FALSE(make_norm_config(s, NormConfig::Path::kRegisters, 128, odd, &c));
+    s.narrow_accesses = true;
+    EXPECT_EQ(make_norm_config(s, NormConfig::Path::kRegisters, 128, odd, &c), odd == 3);
+    s.narrow_accesses = false;
     s.whole_groups = true;
     EXPECT_TRUE(make_norm_config(s, NormConfig::Path::kRegisters, 128, odd, &c));
     EXPECT_EQ(c.items, odd);

@@ -168,6 +168,7 @@ TEST(NormConfig, SplitRowsNeedTheirKernelsAndClusters) {
   EXPECT_EQ(split_of(not_built, 8192), 1);
   NormShape unaligned = add;
   unaligned.whole_groups = false;
+  unaligned.narrow_accesses = true;
   EXPECT_EQ(split_of(unaligned, 8192), 1);
   NormShape wave64 = add;
   wave64.warp_size = 64;

@@ -133,8 +133,8 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
         for (int64_t n :
-             {7, 24, 40, 64, 384, 640, 768, 769, 2304, 3072, 3584, 4096, 5120, 5125, 8192,
-              16384}) {
+             {7, 24, 40, 64, 384, 640, 768, 769, 2304, 3072, 3584, 4096, 4100, 5120, 5125,
+              6140, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
@@ -147,7 +147,9 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
           // one thread a row, 64 rows a block) in the forms that have that kernel
           // (gpu::odd_items_built). N = 3584 at four groups per thread and 2304 at three: every
           // thread's last group tested against the row's end and its others not
-          // (RowFit::kLastPartial); 3584 also against twice the threads (RowFit::kWhole).
+          // (RowFit::kLastPartial); 3584 also against twice the threads (RowFit::kWhole). Rows
+          // off the group (769 at four, 4100, 5125 and 6140 at three: the last group partial,
+          // the rows unaligned) take those kernels too, 6140 covering the row exactly.
           for (int items : {1, 2, 4, 3, 5}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +
@@ -160,10 +162,11 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
             const bool made = gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
                                                     threads, items, &config);
             if (gpu::norm_odd_items(items)) {
-              const bool whole = n % shape.group_elems == 0;
-              const bool covers = threads * items == groups ||
-                                  (items == 3 && gpu::items_last_partial(groups, threads, items));
-              ASSERT_EQ(made, whole && covers && gpu::odd_items_built(layer, add, items));
+              const bool covers =
+                  (shape.whole_groups && threads * items == groups) ||
+                  (items == 3 && gpu::items_last_partial(groups, threads, items,
+                                                         shape.narrow_accesses));
+              ASSERT_EQ(made, covers && gpu::odd_items_built(layer, add, items));
               if (!made) continue;
             }
             ASSERT_TRUE(made);

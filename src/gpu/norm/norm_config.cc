@@ -164,10 +164,11 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
   if (path == NormConfig::Path::kRegisters) {
     const int max_items = kNormMaxItems;
     const bool pow2_items = items >= 1 && items <= max_items && (items & (items - 1)) == 0;
-    const bool odd_items = norm_odd_items(items) && odd_items_built(shape, items) &&
-                           shape.whole_groups && shape.cols % shape.group_elems == 0 &&
-                           (static_cast<int64_t>(threads_per_row) * items == groups ||
-                            items_last_partial(groups, threads_per_row, items));
+    const bool whole = shape.whole_groups && shape.cols % shape.group_elems == 0;
+    const bool odd_items =
+        norm_odd_items(items) && odd_items_built(shape, items) &&
+        ((whole && static_cast<int64_t>(threads_per_row) * items == groups) ||
+         items_last_partial(groups, threads_per_row, items, shape.narrow_accesses));
     if (!pow2_items && !odd_items) return false;
     if (static_cast<int64_t>(threads_per_row) * items < groups) return false;
     c.items = items;
@@ -363,14 +364,14 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // "Norm v41").
     const bool layer_three_over_five =
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
-    if (fills_gpu && items == kNormMaxItems && shape.whole_groups) {
-      if (exact_odd_items(shape, groups, !layer_three_over_five, &c)) {
+    if (fills_gpu && items == kNormMaxItems) {
+      if (shape.whole_groups && exact_odd_items(shape, groups, !layer_three_over_five, &c)) {
         // A decode step's rows split all the same (M = 32 at N = 5120, 6144 bf16).
         NormConfig split = c;
         split.plain = shape.plain_form;
         return take_split_rows(shape, &split) ? split : c;
       }
-      if (items_last_partial(groups, c.threads_per_row, 3)) {
+      if (items_last_partial(groups, c.threads_per_row, 3, shape.narrow_accesses)) {
         make_norm_config(shape, NormConfig::Path::kRegisters, c.threads_per_row, 3, &c);
       }
     }

@@ -24,8 +24,12 @@ using detail::NormProblem;
 
 int group_elems(const NormProblem& p) { return 16 / static_cast<int>(dtype_size(p.x_dtype)); }
 
-// The widest access (in elements, at most one group) that every row of every tensor allows.
+// The widest access (in elements, at most one group) that every row of every tensor allows, and
+// one group only for rows of whole groups: a row whose N is off the group (a padded view's, or a
+// lone row's) takes the kernels of narrower accesses, whose groups at aligned addresses still move
+// as one vector access, so that no kernel of full-width accesses needs bounds on every group.
 int widest_load(const NormProblem& p) {
+  if (p.cols % group_elems(p) != 0) return 1;
   const size_t x_bytes = dtype_size(p.x_dtype);
   const size_t w_bytes = dtype_size(p.weight_dtype);
   const size_t r_bytes = dtype_size(p.residual_dtype);
@@ -52,7 +56,8 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.fp8_output = p.out_fp8;
   s.layer = p.kind == detail::NormKind::kLayer;
   s.adds_residual = p.add_residual;
-  s.whole_groups = widest_load(p) == group && p.cols % group == 0;
+  s.narrow_accesses = widest_load(p) < group;
+  s.whole_groups = !s.narrow_accesses && p.cols % group == 0;
   // The API lets out be x and residual_out be residual (in place) and rejects any other overlap.
   s.outputs_apart = p.out != p.x && (!p.add_residual || p.residual_out != p.residual);
   const bool one_dtype = p.weight_dtype == p.x_dtype && p.source_dtype() == p.x_dtype;

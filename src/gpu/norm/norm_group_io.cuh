@@ -115,11 +115,14 @@ enum class RowFit {
   // kLoad == kGroup): a group moves as one vector access. A thread's later groups may lie past
   // the row's end, or past `items`.
   kWhole,
-  // Whole, and every thread holds exactly kItems slots of which the first kItems - 1 lie in the
-  // row: threads x (kItems - 1) < groups < threads x kItems (registers path, kItems three or
-  // four: norm_config.h's items_last_partial; N = 3584 and 7168 bf16 at four, 2304 and 4608 at
-  // three). Only the last slot is tested, so the kernel keeps the exact one's straight-line loads
-  // for the rest (bench/NOTES.md, "Norm v26").
+  // Every thread holds exactly kItems slots of which the first kItems - 1 lie in the row, whole:
+  // threads x (kItems - 1) < groups <= threads x kItems (registers path, kItems three or four:
+  // norm_config.h's items_last_partial; N = 3584 and 7168 bf16 at four, 2304 and 4608 at three).
+  // Only the last slot is tested, so the kernel keeps the exact one's straight-line loads for the
+  // rest (bench/NOTES.md, "Norm v26"). With accesses narrower than a group (kLoad < kGroup: N off
+  // the group, or rows at addresses or strides that rule out 16-byte accesses) the row's last
+  // group may be partial, in each thread's last slot (bench/NOTES.md, "Norm v44"); with
+  // full-width ones every group is whole.
   kLastPartial,
   // Whole, and the row (or a cluster block's slice) is exactly threads x kItems groups: every
   // group a thread holds lies in the row, so there are no bounds at all.
@@ -137,31 +140,51 @@ FUSEKIT_DEVICE bool item_in_row(int i, int items, int col, int n) {
   return i < items && col < n;
 }
 
-// One 16-byte group of a row in its storage type: one vector access when the group is whole
-// (RowFit above), else load_group/store_group handle the partial last group and narrower accesses.
-template <class K, RowFit kFit, typename T>
-FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n) {
-  if constexpr (kFit != RowFit::kAny) {
+// Whether slot i's group, where it lies in the row, is whole: known by kFit (a constant once the
+// slot loop is unrolled), else its elements are tested.
+template <class K, RowFit kFit, int kItems>
+FUSEKIT_DEVICE bool item_whole(int i) {
+  if constexpr (kFit == RowFit::kLastPartial && K::kLoad != K::kGroup) return i < kItems - 1;
+  return kFit != RowFit::kAny;
+}
+
+// Whether slot i's group moves as one vector access: whole, with accesses of full width.
+template <class K, RowFit kFit, int kItems>
+FUSEKIT_DEVICE bool item_vector(int i) {
+  return K::kLoad == K::kGroup && item_whole<K, kFit, kItems>(i);
+}
+
+// Whether every group moves as one vector access (kExact and kWhole rows: the cluster kernels'
+// fits, whose helpers below know no slot).
+template <class K, RowFit kFit>
+constexpr bool kEveryItemVector =
+    K::kLoad == K::kGroup && (kFit == RowFit::kExact || kFit == RowFit::kWhole);
+
+// One 16-byte group of a row in its storage type: one vector access where `vector` (item_vector),
+// else load_group/store_group handle a partial last group and narrower accesses.
+template <class K, typename T>
+FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n, bool vector) {
+  if (vector) {
     Packed<T, K::kGroup> p;
     p.load(row + col);
     return p;
-  } else {
-    return load_group<T, K::kGroup, K::kLoad>(row, col, n);
   }
+  return load_group<T, K::kGroup, K::kLoad>(row, col, n);
 }
 
-template <class K, RowFit kFit, typename T>
-FUSEKIT_DEVICE void store_item(T* row, int col, int n, const Packed<T, K::kGroup>& p) {
-  if constexpr (kFit != RowFit::kAny) {
+template <class K, typename T>
+FUSEKIT_DEVICE void store_item(T* row, int col, int n, const Packed<T, K::kGroup>& p,
+                               bool vector) {
+  if (vector) {
     p.store(row + col);
   } else {
     store_packed<T, K::kGroup, K::kLoad>(row, col, n, p);
   }
 }
 
-template <class K, RowFit kFit, typename T>
-FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGroup]) {
-  if constexpr (kFit != RowFit::kAny) {
+template <class K, typename T>
+FUSEKIT_DEVICE void store_item(T* row, int col, int n, const float (&v)[K::kGroup], bool vector) {
+  if (vector) {
     Packed<T, K::kGroup> p;
 #pragma unroll
     for (int e = 0; e < K::kGroup; ++e) p.elems[e] = from_float<T>(v[e]);
@@ -188,8 +211,8 @@ FUSEKIT_DEVICE void load_row_item(const typename K::TX* x_row, const typename K:
                                   Packed<typename K::TX, K::kGroup>& x,
                                   Packed<typename K::TR, K::kGroup>& h) {
   if (present) {
-    x = load_item<K, kFit>(x_row, col, n);
-    if constexpr (K::kAdd) h = load_item<K, kFit>(r_row, col, n);
+    x = load_item<K>(x_row, col, n, kEveryItemVector<K, kFit>);
+    if constexpr (K::kAdd) h = load_item<K>(r_row, col, n, kEveryItemVector<K, kFit>);
   } else {
     x = filled_group<typename K::TX, K::kGroup>(0.0f);
     h = filled_group<typename K::TR, K::kGroup>(0.0f);
@@ -203,14 +226,14 @@ FUSEKIT_DEVICE void load_row_item(const typename K::TX* x_row, const typename K:
 template <class K, RowFit kFit>
 FUSEKIT_DEVICE Packed<typename K::TW, K::kGroup> weight_group(const typename K::TW* weight, int col,
                                                              int n) {
-  return weight != nullptr ? load_item<K, kFit>(weight, col, n)
+  return weight != nullptr ? load_item<K>(weight, col, n, kEveryItemVector<K, kFit>)
                            : filled_group<typename K::TW, K::kGroup>(1.0f);
 }
 
 template <class K, RowFit kFit>
 FUSEKIT_DEVICE Packed<typename K::TW, K::kGroup> bias_group(const typename K::TW* bias, int col,
                                                            int n) {
-  return K::kLayer && bias != nullptr ? load_item<K, kFit>(bias, col, n)
+  return K::kLayer && bias != nullptr ? load_item<K>(bias, col, n, kEveryItemVector<K, kFit>)
                                       : filled_group<typename K::TW, K::kGroup>(0.0f);
 }
 

@@ -98,8 +98,10 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   // Whether item i of this thread lies in the row (and element e of it, for partial groups).
   auto in_row = [&](int i, int col, int e) {
     if constexpr (kFit == RowFit::kAny) return i < items && col + e < n;
-    return item_in_row<kFit, kItems>(i, items, col, n);
+    return item_whole<K, kFit, kItems>(i) ? item_in_row<kFit, kItems>(i, items, col, n)
+                                          : col + e < n;
   };
+  auto vector_item = [](int i) { return item_vector<K, kFit, kItems>(i); };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
   // the reductions, so that the stores are under way while the row is reduced.
   if constexpr (K::kAdd) {
@@ -112,13 +114,20 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       h[i] = pack_floats<TR>(v);
       to_floats(h[i], v);
       const int col = first_col + (t + i * tpr) * G;
-      if (active && writes_outputs && in_row(i, col, 0)) store_item<K, kFit>(r_out, col, n, v);
+      if (active && writes_outputs && in_row(i, col, 0)) {
+        store_item<K, TR>(r_out, col, n, v, vector_item(i));
+      }
     }
   } else {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) h[i] = x[i];  // TR is TX
   }
 
+  // max|y| over item i's elements in the row (fp8 outputs).
+  [[maybe_unused]] auto item_max_abs = [&](int i, float m, const float (&y)[G], int col) {
+    return item_whole<K, kFit, kItems>(i) ? group_max_abs<K, true>(m, y, col, n)
+                                          : group_max_abs<K, false>(m, y, col, n);
+  };
   constexpr bool kKeepY = kFp8KeepsY<K, kItems>;
   [[maybe_unused]] float kept_y[kKeepY ? kItems : 1][G];
   static_assert(!kPFirst || (kKeepY && MaxRule::kUsed), "p first: y kept, max beside the sum");
@@ -205,7 +214,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
           affine(i, col, wv, bv);
 #pragma unroll
           for (int e = 0; e < G; ++e) kept_y[i][e] = hv[e] * wv[e];  // output_values' product
-          if (active) m = group_max_abs<K, kFit != RowFit::kAny>(m, kept_y[i], col, n);
+          if (active) m = item_max_abs(i, m, kept_y[i], col);
         }
       }
       const SumMax row_values = max_rule.reduce(tree_sum(part), m);
@@ -274,7 +283,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
           if (active && in_row(i, col, 0)) {
             float y[G];
             y_of(i, col, y);
-            max_abs = group_max_abs<K, kFit != RowFit::kAny>(max_abs, y, col, n);
+            max_abs = item_max_abs(i, max_abs, y, col);
           }
         }
         max_abs = reduce_max(max_abs);
@@ -293,9 +302,9 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
         float y[G];
         y_of(i, col, y);
         if constexpr (K::kFp8Out) {
-          store_item<K, kFit>(out_row, col, n, quantize_output<K>(a, y, inverse_scale));
+          store_item<K>(out_row, col, n, quantize_output<K>(a, y, inverse_scale), vector_item(i));
         } else {
-          store_item<K, kFit>(out_row, col, n, y);
+          store_item<K, TO>(out_row, col, n, y, vector_item(i));
         }
       }
     }
@@ -380,19 +389,22 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // bias a group of zeros, so that the outputs take one path whatever is present: the branch is
   // around the loads, not around each element's arithmetic.
   const float weight_offset = has_weight ? a.weight_offset : 0.0f;
-  auto weight_item = [&](int col) {
-    return has_weight ? load_item<K, kFit>(weight, col, n) : filled_group<TW, G>(1.0f);
+  auto vector_item = [](int i) { return item_vector<K, kFit, kItems>(i); };
+  auto weight_item = [&](int i, int col) {
+    return has_weight ? load_item<K>(weight, col, n, vector_item(i))
+                      : filled_group<TW, G>(1.0f);
   };
-  auto bias_item = [&](int col) {
-    return bias != nullptr ? load_item<K, kFit>(bias, col, n) : filled_group<TW, G>(0.0f);
+  auto bias_item = [&](int i, int col) {
+    return bias != nullptr ? load_item<K>(bias, col, n, vector_item(i))
+                           : filled_group<TW, G>(0.0f);
   };
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = first_col + (t + i * tpr) * G;
     const bool in_row = item_in_row<kFit, kItems>(i, items, col, n);
     if (active && in_row) {
-      x[i] = load_item<K, kFit>(x_row, col, n);
-      if constexpr (K::kAdd) h[i] = load_item<K, kFit>(r_row, col, n);
+      x[i] = load_item<K>(x_row, col, n, vector_item(i));
+      if constexpr (K::kAdd) h[i] = load_item<K>(r_row, col, n, vector_item(i));
     } else {
       x[i] = filled_group<TX, G>(0.0f);
       h[i] = filled_group<TR, G>(0.0f);
@@ -406,8 +418,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       // hitting in L1. weight_shift is 0 elsewhere.
       if (in_row) {
         const int weight_col = col + weight_shift * G;
-        w[i] = weight_item(weight_col);
-        if constexpr (K::kLayer) b[i] = bias_item(weight_col);
+        w[i] = weight_item(i, weight_col);
+        if constexpr (K::kLayer) b[i] = bias_item(i, weight_col);
       }
     }
   }
@@ -415,7 +427,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     // Late (LayerNorm at four groups, the fused add with kWeightAtOutput): from cache, as every
     // row reads them, with registers kept for occupancy while the row stays in registers across
     // its reductions.
-    if constexpr (!kEarlyWeight) w[i] = weight_item(col);
+    if constexpr (!kEarlyWeight) w[i] = weight_item(i, col);
     to_floats(w[i], wv);
     if constexpr (!kPlain) {
 #pragma unroll
@@ -425,7 +437,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       if constexpr (kEarlyWeight) {
         to_floats(b[i], bv);
       } else {
-        to_floats(bias_item(col), bv);
+        to_floats(bias_item(i, col), bv);
       }
     } else {
 #pragma unroll

@@ -28,25 +28,30 @@
 namespace fusekit::gpu {
 
 // What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
-// launch's threads x items groups; all but each thread's last group in the row where the
+// launch's threads x items whole, aligned groups; only each thread's last group tested where the
 // registers path's threads hold more than items - 1 groups each and items has that kernel
-// (items_last_partial; split rows: split_rows_last_partial); whole groups where N is a multiple
-// of the group and accesses are full width; nothing otherwise. The exact cluster kernel takes
-// every one of its kMaxItems slots as part of the row, so a cluster launch of fewer groups per
-// thread is never exact.
+// (items_last_partial: whole groups, or narrow accesses at any N; split rows:
+// split_rows_last_partial, whole aligned groups only); whole groups where accesses are full width
+// (launch_norm_kernel holds such rows to N a multiple of the group); nothing otherwise. The exact
+// cluster kernel takes every one of its kMaxItems slots as part of the row, so a cluster launch
+// of fewer groups per thread is never exact.
 template <class K>
 RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
-  if (K::kLoad != K::kGroup || a.cols % K::kGroup != 0) return RowFit::kAny;
+  constexpr bool kNarrow = K::kLoad != K::kGroup;
+  const bool whole = !kNarrow && a.cols % K::kGroup == 0;
+  const int64_t groups = (a.cols + K::kGroup - 1) / K::kGroup;
   const int64_t slots = static_cast<int64_t>(cluster_blocks) * cfg.threads_per_row * cfg.items;
   const bool exact_kernel =
       cfg.path != NormConfig::Path::kCluster || cfg.items == kNormClusterMaxItems;
-  if (a.cols == slots * K::kGroup && exact_kernel) return RowFit::kExact;
-  const int64_t groups = a.cols / K::kGroup;
+  if (whole && groups == slots && exact_kernel) return RowFit::kExact;
+  const bool split = cfg.split_blocks > 1;
   const bool last_partial =
       cfg.path == NormConfig::Path::kRegisters &&
-      (cfg.split_blocks > 1 ? split_rows_last_partial(groups, cfg.threads_per_row, cfg.items)
-                            : items_last_partial(groups, cfg.threads_per_row, cfg.items));
-  return last_partial ? RowFit::kLastPartial : RowFit::kWhole;
+      (split ? whole && split_rows_last_partial(groups, cfg.threads_per_row, cfg.items)
+             : cfg.output_parts == 1 &&
+                   items_last_partial(groups, cfg.threads_per_row, cfg.items, kNarrow));
+  if (last_partial) return RowFit::kLastPartial;
+  return whole ? RowFit::kWhole : RowFit::kAny;
 }
 
 // Whether a call takes the plain form (OutputForm::kPlain) where K has it (norm_plain_call; a
@@ -123,19 +128,23 @@ auto split_registers_kernel(const NormConfig& cfg, bool plain) {
 // thread count fixed (exact_registers_kernel), and the fused add's four-group one also with its
 // weight at the output (NormConfig::weight_at_output; other kernels ignore the flag); the exact
 // cluster kernel for its kMaxItems. The registers kernels of three and four (kMaxItems) groups
-// per thread come for RowFit::kLastPartial too (last_partial_items_built). LayerNorm's other
+// per thread come for RowFit::kLastPartial too (last_partial_items_built), at either access width
+// (K::kLoad), the only fit besides kAny for rows of narrower accesses. LayerNorm's other
 // registers kernels come twice: for rows of a power-of-two number of whole groups
 // (`power_of_two_rows`: their moments in one reduction) and for the rest.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_of_two_rows) {
-  constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kAny only
+  // Full-width kernels take rows of whole groups only (launch_norm_kernel checks), so never
+  // RowFit::kAny; the narrower ones RowFit::kLastPartial or kAny only.
+  constexpr bool kFull = K::kLoad == K::kGroup;
   if (cfg.path == NormConfig::Path::kCluster) {
     static_assert(kNormClusterMaxItems == K::kMaxItems, "cluster kernel: kMaxItems groups");
     if constexpr (kFull) {
       if (fit == RowFit::kExact) return norm_cluster_kernel<K, RowFit::kExact>;
-      if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
+      return norm_cluster_kernel<K, RowFit::kWhole>;
+    } else {
+      return norm_cluster_kernel<K, RowFit::kAny>;
     }
-    return norm_cluster_kernel<K, RowFit::kAny>;
   }
   if constexpr (kFull && K::kSplitRowsBuilt) {
     if (cfg.split_blocks > 1) {
@@ -159,6 +168,11 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
       return exact_registers_kernel<K, 4, false, true>(cfg, plain);
     }
   }
+  if (fit == RowFit::kLastPartial) {
+    static_assert(last_partial_items_built(K::kMaxItems), "one kernel per built count");
+    if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
+    return norm_registers_kernel<K, RowFit::kLastPartial>;
+  }
   if constexpr (kFull) {
     if (fit == RowFit::kExact && cfg.items == 1) return exact_registers_kernel<K, 1>(cfg, plain);
     if (fit == RowFit::kExact && cfg.items == 2) return exact_registers_kernel<K, 2>(cfg, plain);
@@ -177,27 +191,21 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
         return norm_registers_kernel<K, RowFit::kExact, 5>;
       }
     }
-    if (fit == RowFit::kLastPartial) {
-      static_assert(last_partial_items_built(K::kMaxItems), "one kernel per built count");
-      if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
-      return norm_registers_kernel<K, RowFit::kLastPartial>;
-    }
-    if (fit != RowFit::kAny) {
-      if constexpr (K::kLayer) {
-        if (power_of_two_rows) {
-          return norm_registers_kernel<K, RowFit::kWhole, K::kMaxItems, false, false, 0, false,
-                                       true>;
-        }
+    if constexpr (K::kLayer) {
+      if (power_of_two_rows) {
+        return norm_registers_kernel<K, RowFit::kWhole, K::kMaxItems, false, false, 0, false,
+                                     true>;
       }
-      return norm_registers_kernel<K, RowFit::kWhole>;
     }
-  }
-  if constexpr (K::kLayer) {
-    if (power_of_two_rows) {
-      return norm_registers_kernel<K, RowFit::kAny, K::kMaxItems, false, false, 0, false, true>;
+    return norm_registers_kernel<K, RowFit::kWhole>;
+  } else {
+    if constexpr (K::kLayer) {
+      if (power_of_two_rows) {
+        return norm_registers_kernel<K, RowFit::kAny, K::kMaxItems, false, false, 0, false, true>;
+      }
     }
+    return norm_registers_kernel<K, RowFit::kAny>;
   }
-  return norm_registers_kernel<K, RowFit::kAny>;
 }
 
 template <class K>
@@ -209,6 +217,11 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   size_t smem = 0;
   const bool cluster = cfg.path == Path::kCluster;
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
+  if (K::kLoad == K::kGroup && a.cols % K::kGroup != 0) {
+    return Status::runtime_error("norm: 16-byte accesses need rows of whole groups (N = " +
+                                 std::to_string(a.cols) + ", groups of " +
+                                 std::to_string(K::kGroup) + ")");
+  }
   const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
   if (cfg.path == Path::kRegisters && (cfg.items > K::kMaxItems || norm_odd_items(cfg.items)) &&
       (!odd_items_built(K::kLayer, K::kAdd, cfg.items) ||
@@ -216,8 +229,8 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     return Status::runtime_error(
         "norm: " + std::to_string(cfg.items) +
         " groups per thread need rows of whole, 16-byte aligned groups that the launch covers "
-        "exactly (three: or with each thread's last group partly past the row), and a form "
-        "built for them (five: not LayerNorm with the add)");
+        "exactly (three: or rows of any N whose only group each thread leaves untested is its "
+        "last), and a form built for them (five: not LayerNorm with the add)");
   }
   if (cfg.output_parts != 1 &&
       (cfg.path != Path::kRegisters || cfg.rows_per_block != 1 || !K::kSharedRowsBuilt ||
@@ -232,8 +245,9 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         std::to_string(kNormMaxOutputParts));
   }
   const int split = cfg.split_blocks;
-  // Whole aligned groups (fit is kExact or kLastPartial only then) that a split kernel covers.
-  const bool split_covered = (fit == RowFit::kExact || fit == RowFit::kLastPartial) &&
+  // Whole aligned groups that a split kernel covers.
+  const bool split_covered = K::kLoad == K::kGroup && a.cols % K::kGroup == 0 &&
+                             (fit == RowFit::kExact || fit == RowFit::kLastPartial) &&
                              split_rows_cover(a.cols / K::kGroup, cfg.threads_per_row, cfg.items);
   if (split != 1 &&
       (!K::kSplitRowsBuilt || cfg.path != Path::kRegisters || cfg.rows_per_block != 1 ||
