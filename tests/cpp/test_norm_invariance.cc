@@ -164,8 +164,9 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
             if (gpu::norm_odd_items(items)) {
               const bool covers =
                   (shape.whole_groups && threads * items == groups) ||
-                  (items == 3 && gpu::items_last_partial(groups, threads, items,
-                                                         shape.narrow_accesses));
+                  (items == 3 && gpu::takes_last_partial(shape.whole_groups,
+                                                         shape.narrow_accesses, groups, threads,
+                                                         items));
               ASSERT_EQ(made, covers && gpu::odd_items_built(layer, add, items));
               if (!made) continue;
             }

@@ -68,6 +68,7 @@ TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
       s.whole_groups = false;
       s.cols = k.cols;
       s.rows = k.rows;
+      EXPECT_EQ(odd_of(choose_norm_config(s)), 0);  // a padded view
       s.narrow_accesses = true;
       const NormConfig loose = choose_norm_config(s);
       EXPECT_NE(odd_of(loose), 5);
@@ -121,7 +122,8 @@ TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
 // per thread where only each thread's last group needs testing against the row's end, also where
 // the launch covers the row exactly (no exact kernel is built for such rows): the kernels of
 // RowFit::kLastPartial, which test no other slot (bench/NOTES.md, "Norm v44"), rather than
-// RowFit::kAny's, which test every one.
+// RowFit::kAny's, which test every one. Padded views (16-byte accesses, N off the group) keep
+// the latter, and so four groups a thread.
 TEST(NormConfig, RowsOffTheGroupTestOnlyEachThreadsLastGroup) {
   using Case = RowsCase;
   for (const Case& k : {Case{4100, 16384, 8, 256, 3}, Case{4097, 16384, 8, 256, 3},
@@ -138,7 +140,14 @@ TEST(NormConfig, RowsOffTheGroupTestOnlyEachThreadsLastGroup) {
         const NormConfig c =
             expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
         const int64_t groups = (k.cols + k.group - 1) / k.group;
-        EXPECT_TRUE(items_last_partial(groups, c.threads_per_row, c.items, true));
+        EXPECT_TRUE(takes_last_partial(false, true, groups, c.threads_per_row, c.items));
+        // Padded views (16-byte accesses, N off the group) keep the kernels of RowFit::kAny.
+        s.narrow_accesses = false;
+        s.cols = k.cols;
+        s.rows = k.rows;
+        const NormConfig padded = choose_norm_config(s);
+        EXPECT_EQ(padded.items, kNormMaxItems);
+        EXPECT_FALSE(takes_last_partial(false, false, groups, padded.threads_per_row, 4));
       }
     }
   }

@@ -168,7 +168,7 @@ bool make_norm_config(const NormShape& shape, NormConfig::Path path, int threads
     const bool odd_items =
         norm_odd_items(items) && odd_items_built(shape, items) &&
         ((whole && static_cast<int64_t>(threads_per_row) * items == groups) ||
-         items_last_partial(groups, threads_per_row, items, shape.narrow_accesses));
+         takes_last_partial(whole, shape.narrow_accesses, groups, threads_per_row, items));
     if (!pow2_items && !odd_items) return false;
     if (static_cast<int64_t>(threads_per_row) * items < groups) return false;
     c.items = items;
@@ -371,7 +371,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
         split.plain = shape.plain_form;
         return take_split_rows(shape, &split) ? split : c;
       }
-      if (items_last_partial(groups, c.threads_per_row, 3, shape.narrow_accesses)) {
+      if (takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,
+                             c.threads_per_row, 3)) {
         make_norm_config(shape, NormConfig::Path::kRegisters, c.threads_per_row, 3, &c);
       }
     }

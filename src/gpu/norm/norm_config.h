@@ -104,8 +104,10 @@ struct NormShape {
   // accesses on every tensor): a row that a launch's threads x items cover exactly then takes the
   // bounds-free kernel, the only one built for kNormOddItemCounts.
   bool whole_groups = false;
-  // The kernels' accesses are narrower than a group (kLoad < kGroup): N is off the group, or some
-  // tensor's address or row stride rules out 16-byte accesses. Else the groups are whole.
+  // Some tensor's address or row stride rules out 16-byte accesses (the kernels' kLoad < kGroup):
+  // such rows of any N take the kernels of RowFit::kLastPartial (takes_last_partial). Rows of
+  // 16-byte accesses whose N is off the group (padded views, lone rows) are neither narrow nor
+  // whole.
   bool narrow_accesses = false;
   // No output overlaps an input (out is not x; residual_out is not residual): what
   // NormConfig::output_parts needs.
@@ -156,10 +158,12 @@ constexpr bool odd_items_built(bool layer, bool adds_residual, int items) {
 // count taken where it does not cover the row exactly): rows between 2 x 2^k and 3 x 2^k groups
 // (N = 1152, 2304, 4608 bf16), where four per thread would leave the last slot of every thread
 // idle. The sum order is that of the power-of-two layouts (above), so bits do not change.
-// Rows of narrow accesses (NormShape::narrow_accesses: N off the group, or a tensor's address or
-// stride that rules out 16-byte accesses) take these kernels at any N, the last slot holding the
-// row's last group partly or not at all, and also where the launch covers them exactly (no exact
-// kernel is built for them): threads x (items - 1) < groups <= threads x items.
+// Rows of narrow accesses (NormShape::narrow_accesses: a tensor's address or stride rules out
+// 16-byte accesses, as N off the group does in a contiguous batch) take these kernels at any N,
+// the last slot holding the row's last group partly or not at all, and also where the launch
+// covers them exactly (no exact kernel is built for them): threads x (items - 1) < groups <=
+// threads x items. Rows of 16-byte accesses whose N is off the group (padded views, lone rows)
+// keep the kernels that test every group (takes_last_partial).
 constexpr bool last_partial_items_built(int items) { return items == 3 || items == kNormMaxItems; }
 constexpr bool items_last_partial(int64_t groups, int threads_per_row, int items,
                                   bool narrow_accesses = false) {
@@ -167,6 +171,13 @@ constexpr bool items_last_partial(int64_t groups, int threads_per_row, int items
          static_cast<int64_t>(threads_per_row) * (items - 1) < groups &&
          (groups < static_cast<int64_t>(threads_per_row) * items ||
           (narrow_accesses && groups == static_cast<int64_t>(threads_per_row) * items));
+}
+// Whether a row of `groups` on threads_per_row x items takes a kernel of RowFit::kLastPartial:
+// whole groups, or narrow accesses at any N (above).
+constexpr bool takes_last_partial(bool whole_groups, bool narrow_accesses, int64_t groups,
+                                  int threads_per_row, int items) {
+  return (whole_groups || narrow_accesses) &&
+         items_last_partial(groups, threads_per_row, items, narrow_accesses);
 }
 // Registers path, rows split over a cluster's blocks (NormConfig::split_blocks): the thread
 // counts and the coverings of a row of `groups` whole groups with a kernel of their own. 1, 2, 3
@@ -238,7 +249,7 @@ bool take_split_rows(const NormShape& shape, NormConfig* config);
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
 // kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly where
 // shape.whole_groups and odd_items_built, or three with only each thread's last group tested,
-// items_last_partial), a cluster-path config with blocks of `threads_per_row`
+// takes_last_partial), a cluster-path config with blocks of `threads_per_row`
 // threads x `items` groups (as many blocks per row as cover it, any count), or the staged
 // path with `threads_per_row` threads; used by the heuristic, the benchmark's sweep and the tests.
 // Returns false when the combination cannot cover the row or breaks a constraint.

@@ -24,12 +24,8 @@ using detail::NormProblem;
 
 int group_elems(const NormProblem& p) { return 16 / static_cast<int>(dtype_size(p.x_dtype)); }
 
-// The widest access (in elements, at most one group) that every row of every tensor allows, and
-// one group only for rows of whole groups: a row whose N is off the group (a padded view's, or a
-// lone row's) takes the kernels of narrower accesses, whose groups at aligned addresses still move
-// as one vector access, so that no kernel of full-width accesses needs bounds on every group.
+// The widest access (in elements, at most one group) that every row of every tensor allows.
 int widest_load(const NormProblem& p) {
-  if (p.cols % group_elems(p) != 0) return 1;
   const size_t x_bytes = dtype_size(p.x_dtype);
   const size_t w_bytes = dtype_size(p.weight_dtype);
   const size_t r_bytes = dtype_size(p.residual_dtype);

@@ -30,11 +30,11 @@ namespace fusekit::gpu {
 // What the kernel may assume about how the row lies (RowFit): exact coverage where N is the
 // launch's threads x items whole, aligned groups; only each thread's last group tested where the
 // registers path's threads hold more than items - 1 groups each and items has that kernel
-// (items_last_partial: whole groups, or narrow accesses at any N; split rows:
-// split_rows_last_partial, whole aligned groups only); whole groups where accesses are full width
-// (launch_norm_kernel holds such rows to N a multiple of the group); nothing otherwise. The exact
-// cluster kernel takes every one of its kMaxItems slots as part of the row, so a cluster launch
-// of fewer groups per thread is never exact.
+// (takes_last_partial: whole groups, or narrow accesses at any N; split rows:
+// split_rows_last_partial, whole groups only); whole groups where N is a multiple of the group and
+// accesses are full width; nothing otherwise. The exact cluster kernel takes every one of its
+// kMaxItems slots as part of the row, so a cluster launch of fewer groups per thread is never
+// exact.
 template <class K>
 RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
   constexpr bool kNarrow = K::kLoad != K::kGroup;
@@ -49,7 +49,7 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
       cfg.path == NormConfig::Path::kRegisters &&
       (split ? whole && split_rows_last_partial(groups, cfg.threads_per_row, cfg.items)
              : cfg.output_parts == 1 &&
-                   items_last_partial(groups, cfg.threads_per_row, cfg.items, kNarrow));
+                   takes_last_partial(whole, kNarrow, groups, cfg.threads_per_row, cfg.items));
   if (last_partial) return RowFit::kLastPartial;
   return whole ? RowFit::kWhole : RowFit::kAny;
 }
@@ -134,17 +134,14 @@ auto split_registers_kernel(const NormConfig& cfg, bool plain) {
 // (`power_of_two_rows`: their moments in one reduction) and for the rest.
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_of_two_rows) {
-  // Full-width kernels take rows of whole groups only (launch_norm_kernel checks), so never
-  // RowFit::kAny; the narrower ones RowFit::kLastPartial or kAny only.
-  constexpr bool kFull = K::kLoad == K::kGroup;
+  constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kLastPartial or kAny only
   if (cfg.path == NormConfig::Path::kCluster) {
     static_assert(kNormClusterMaxItems == K::kMaxItems, "cluster kernel: kMaxItems groups");
     if constexpr (kFull) {
       if (fit == RowFit::kExact) return norm_cluster_kernel<K, RowFit::kExact>;
-      return norm_cluster_kernel<K, RowFit::kWhole>;
-    } else {
-      return norm_cluster_kernel<K, RowFit::kAny>;
+      if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
     }
+    return norm_cluster_kernel<K, RowFit::kAny>;
   }
   if constexpr (kFull && K::kSplitRowsBuilt) {
     if (cfg.split_blocks > 1) {
@@ -191,21 +188,23 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
         return norm_registers_kernel<K, RowFit::kExact, 5>;
       }
     }
-    if constexpr (K::kLayer) {
-      if (power_of_two_rows) {
-        return norm_registers_kernel<K, RowFit::kWhole, K::kMaxItems, false, false, 0, false,
-                                     true>;
+    if (fit != RowFit::kAny) {
+      if constexpr (K::kLayer) {
+        if (power_of_two_rows) {
+          return norm_registers_kernel<K, RowFit::kWhole, K::kMaxItems, false, false, 0, false,
+                                       true>;
+        }
       }
+      return norm_registers_kernel<K, RowFit::kWhole>;
     }
-    return norm_registers_kernel<K, RowFit::kWhole>;
-  } else {
-    if constexpr (K::kLayer) {
-      if (power_of_two_rows) {
-        return norm_registers_kernel<K, RowFit::kAny, K::kMaxItems, false, false, 0, false, true>;
-      }
+  } else if constexpr (K::kLayer) {
+    // Rows of a power-of-two number of whole groups (kPowerOfTwoRows) at narrow accesses; at
+    // full width such rows are RowFit::kWhole.
+    if (power_of_two_rows) {
+      return norm_registers_kernel<K, RowFit::kAny, K::kMaxItems, false, false, 0, false, true>;
     }
-    return norm_registers_kernel<K, RowFit::kAny>;
   }
+  return norm_registers_kernel<K, RowFit::kAny>;
 }
 
 template <class K>
@@ -217,11 +216,6 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   size_t smem = 0;
   const bool cluster = cfg.path == Path::kCluster;
   const int cluster_blocks = cluster ? cfg.cluster_blocks : 1;
-  if (K::kLoad == K::kGroup && a.cols % K::kGroup != 0) {
-    return Status::runtime_error("norm: 16-byte accesses need rows of whole groups (N = " +
-                                 std::to_string(a.cols) + ", groups of " +
-                                 std::to_string(K::kGroup) + ")");
-  }
   const RowFit fit = row_fit_of<K>(a, cfg, cluster_blocks);
   if (cfg.path == Path::kRegisters && (cfg.items > K::kMaxItems || norm_odd_items(cfg.items)) &&
       (!odd_items_built(K::kLayer, K::kAdd, cfg.items) ||
@@ -229,8 +223,9 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     return Status::runtime_error(
         "norm: " + std::to_string(cfg.items) +
         " groups per thread need rows of whole, 16-byte aligned groups that the launch covers "
-        "exactly (three: or rows of any N whose only group each thread leaves untested is its "
-        "last), and a form built for them (five: not LayerNorm with the add)");
+        "exactly (three: also where only each thread's last group may lie past the row, at "
+        "narrower accesses for any N), and a form built for them (five: not LayerNorm with the "
+        "add)");
   }
   if (cfg.output_parts != 1 &&
       (cfg.path != Path::kRegisters || cfg.rows_per_block != 1 || !K::kSharedRowsBuilt ||
