@@ -44,6 +44,8 @@ const char kUsage[] =
     "  --dtype bf16|fp16|fp32   (default: the section's dtype, else bf16)\n"
     "  --fp8 e4m3fn|e4m3fnuz    the fp8 ops' output format (default e4m3fn)\n"
     "  --max-bytes BYTES  skip cases moving more per call (K/M/G suffixes; CPU default 64M)\n"
+    "  --row-pad P        per-row tensors as strided views, rows P elements beyond their width\n"
+    "                     apart (default 0: contiguous; P off the 16-byte group: unaligned rows)\n"
     "  --runs N           GPU: at least N cold-L2 runs per case (default 50)\n"
     "  --flush read|write GPU: empty the L2 before cold runs by reading (default; leaves clean\n"
     "                     lines) or by a memset (triton do_bench; leaves dirty lines)\n"
@@ -121,6 +123,8 @@ int parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--flush") {
       ok = next(&v) && (v == "read" || v == "write");
       o->run.flush = v == "write" ? FlushMode::kWrite : FlushMode::kRead;
+    } else if (a == "--row-pad") {
+      ok = next(&v) && parse_size(v, &o->plan.row_pad);
     } else if (a == "--runs") {
       ok = next(&v) && (o->run.gpu_runs = std::atoi(v.c_str())) > 0;
     } else if (a == "--json") {
@@ -164,6 +168,7 @@ int bench_main(int argc, char** argv) {
   env.version = FUSEKIT_VERSION;
   env.date = utc_now();
   env.shapes_path = o.plan.path;
+  env.row_pad = o.plan.row_pad;
   const char* commit_env = std::getenv("FUSEKIT_COMMIT");
   env.commit = !o.commit.empty() ? o.commit : (commit_env && *commit_env ? commit_env : "unknown");
   std::string reason;

@@ -107,7 +107,7 @@ Status RandomPool::fill(void* dst, int64_t elems, uint64_t salt) const {
 }
 
 Status Workspace::allocate(const FamilySpec& family, uint32_t slots, int64_t m, int64_t n,
-                           DType dtype, bool gpu) {
+                           DType dtype, bool gpu, int64_t row_pad) {
   args = OpArgs();
   args.m = m;
   args.n = n;
@@ -117,11 +117,13 @@ Status Workspace::allocate(const FamilySpec& family, uint32_t slots, int64_t m, 
     if ((slots >> i & 1u) == 0) continue;
     const SlotSpec& spec = family.slots[i];
     const int64_t cols = spec.cols_mult * n;
-    const int64_t elems = spec.per_row ? m * cols : cols;
+    const int64_t stride = cols + row_pad;
+    const int64_t elems = spec.per_row ? m * stride : cols;
     const Status s = buffers[i].allocate(gpu, static_cast<std::size_t>(elems) * dtype_size(dtype));
     if (!s.ok()) return s;
-    args.t[i] = spec.per_row ? TensorView::contiguous(buffers[i].data(), dtype, device, {m, cols})
-                             : TensorView::contiguous(buffers[i].data(), dtype, device, {cols});
+    args.t[i] = spec.per_row
+                    ? TensorView::strided(buffers[i].data(), dtype, device, {m, cols}, {stride, 1})
+                    : TensorView::contiguous(buffers[i].data(), dtype, device, {cols});
   }
   return Status();
 }
@@ -133,7 +135,9 @@ Status Workspace::refill_inputs(const OpSpec& op, const RandomPool& pool) {
       return Status::invalid_argument(std::string("fusekit_bench: ") + op.name +
                                       ": input slot " + std::to_string(i) + " not allocated");
     }
-    const Status s = pool.fill(buffers[i].data(), args.t[i].numel(), static_cast<uint64_t>(i) + 1);
+    const int64_t elems =
+        static_cast<int64_t>(buffers[i].bytes() / dtype_size(args.t[i].dtype));
+    const Status s = pool.fill(buffers[i].data(), elems, static_cast<uint64_t>(i) + 1);
     if (!s.ok()) return s;
   }
   return Status();

@@ -57,9 +57,11 @@ struct Workspace {
   Buffer buffers[kMaxSlots];
   OpArgs args;
 
+  // Per-row tensors as [M, cols] views whose rows lie cols + row_pad elements apart.
   Status allocate(const FamilySpec& family, uint32_t slots, int64_t m, int64_t n, DType dtype,
-                  bool gpu);
-  // Refills the slots `op` reads, so in-place ops start every measurement from fresh values.
+                  bool gpu, int64_t row_pad = 0);
+  // Refills the slots `op` reads (their whole storage, pads included), so in-place ops start
+  // every measurement from fresh values.
   Status refill_inputs(const OpSpec& op, const RandomPool& pool);
   Status release();
 };

@@ -58,6 +58,10 @@ void print_table(std::FILE* out, const Env& env, const std::vector<Row>& rows) {
                  env.version.c_str(), env.device.c_str(), env.cpu_threads,
                  env.no_gpu_reason.c_str(), env.copy_gbps);
   }
+  if (env.row_pad != 0) {
+    std::fprintf(out, "# rows padded: each per-row tensor's row stride is its width + %lld\n",
+                 static_cast<long long>(env.row_pad));
+  }
   std::vector<std::vector<std::string>> cells = {
       {"op", "M", "N", "dtype", "us", "graph_us", "GB/s", "% copy", "config"}};
   for (const Row& r : rows) {
@@ -96,6 +100,7 @@ Status write_json(const std::string& path, const Env& env, const std::vector<Row
   w.key("date").value(env.date);
   w.key("commit").value(env.commit);
   w.key("shapes").value(env.shapes_path);
+  w.key("row_pad").value(env.row_pad);
   if (env.mode == "gpu") w.key("flush").value(env.flush);
   number_or_null(w, "copy_GBps", env.copy_gbps);
   w.key("copy_bytes").value(env.copy_bytes);

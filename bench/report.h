@@ -49,6 +49,7 @@ struct Env {
   std::string commit;
   std::string shapes_path;
   std::string flush;  // GPU runs: the L2 flush before cold-L2 runs ("read" or "write")
+  int64_t row_pad = 0;  // --row-pad: per-row tensors' rows this many elements beyond their width
   double copy_gbps = kNoValue;
   int64_t copy_bytes = 0;
   double graph_floor_us = kNoValue;

@@ -183,7 +183,7 @@ int run_gpu(const RunOptions& o, const Plan& plan, Env* env, std::vector<Row>* r
     s = pool_for(&pools, c.dtype, true, &pool);
     if (!s.ok()) return fail("random inputs", s);
     Workspace ws;
-    s = ws.allocate(*c.family, c.op->slots, c.m, c.n, c.dtype, true);
+    s = ws.allocate(*c.family, c.op->slots, c.m, c.n, c.dtype, true, plan.row_pad);
     ws.args.fp8_format = c.fp8_format;
     if (s.ok()) s = ws.refill_inputs(*c.op, *pool);
     if (!s.ok()) return fail(name + ": allocating inputs", s);
@@ -253,7 +253,7 @@ int run_cpu(const Plan& plan, Env* env, std::vector<Row>* rows) {
     Status s = pool_for(&pools, c.dtype, false, &pool);
     if (!s.ok()) return fail("random inputs", s);
     Workspace ws;
-    s = ws.allocate(*c.family, c.op->slots, c.m, c.n, c.dtype, false);
+    s = ws.allocate(*c.family, c.op->slots, c.m, c.n, c.dtype, false, plan.row_pad);
     ws.args.fp8_format = c.fp8_format;
     if (s.ok()) s = ws.refill_inputs(*c.op, *pool);
     if (!s.ok()) return fail(name + ": allocating inputs", s);

@@ -77,6 +77,7 @@ std::string known_op_names() {
 
 Status make_plan(const PlanOptions& o, Plan* plan) {
   *plan = Plan();
+  plan->row_pad = o.row_pad;
   for (const std::string& name : o.ops) {
     bool known = false;
     for (const FamilySpec& f : op_families())

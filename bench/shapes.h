@@ -25,6 +25,9 @@ struct PlanOptions {
   std::string dtype;              // --dtype; empty = the section's "dtype", else bf16
   std::string fp8;                // --fp8: the fp8 ops' format; empty = e4m3fn
   int64_t max_bytes = 0;          // --max-bytes (or the CPU default); 0 = no cap of our own
+  // --row-pad: each per-row tensor's rows lie this many elements apart beyond their width (a
+  // strided view of a wider buffer; pads off the 16-byte group leave rows unaligned).
+  int64_t row_pad = 0;
 };
 
 struct Case {
@@ -44,6 +47,7 @@ struct Skipped {
 };
 
 struct Plan {
+  int64_t row_pad = 0;  // PlanOptions::row_pad, for every case
   std::vector<Case> cases;
   std::vector<Skipped> skipped;    // cases over a byte cap
   std::vector<std::string> notes;  // sections and ops that were ignored
