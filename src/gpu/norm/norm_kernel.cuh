@@ -1,5 +1,7 @@
-// RMSNorm / LayerNorm kernels, with or without the fused residual add: device code only. How a
-// single group is loaded and stored is in norm_group_io.cuh.
+// RMSNorm / LayerNorm kernels, with or without the fused residual add: device code only. Here the
+// second half every registers-held row shares (finish_row: from the row in registers to its
+// outputs); the kernels are norm_registers_kernel.cuh, norm_cluster_kernel.cuh and
+// norm_staged_kernel.cuh, and how a single group is loaded and stored is in norm_group_io.cuh.
 //
 // Why several kernels. A normalization needs a whole row before it can write anything, so the row
 // must be held somewhere between its reduction and its output. Up to four 16-byte groups per
@@ -16,7 +18,7 @@
 //
 // Work split. Work comes in "groups" of 16 bytes of x (8 bf16/fp16 or 4 fp32 elements). In the
 // registers path thread t takes groups t, t + T, ... and sums follow one fixed tree over the
-// row (see norm_registers_kernel), so results do not depend on how many threads share a row; the
+// row (see finish_row), so results do not depend on how many threads share a row; the
 // staged path uses the same split with T = 512 and its own order. kLoad, the width of each memory
 // access, adapts to alignment without changing what is summed in which order. Results are
 // therefore bitwise identical at any alignment and for any number of rows in the launch.
@@ -327,7 +329,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
 // The second half of the registers and cluster kernels (finish_row_impl says what it does). An
 // fp8 output whose y stays in registers takes its max beside the sum where `max_rule` is
 // MaxBesideSum: the registers kernel passes it for a dynamic scale only, from a path of its own
-// (norm_registers_kernel says why).
+// (norm_registers_kernel.cuh says why).
 template <class K, RowFit kFit, OutputForm kForm, int kItems, class Affine, class Reduce,
           class ReduceMax, class StaticScale, class Moments = NoSliceMoments,
           class MaxRule = MaxAfterSum>
@@ -343,267 +345,6 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
   finish_row_impl<K, kFit, kForm, kPFirst>(a, row, active, t, tpr, first_col, items, x, h, affine,
                                            reduce, reduce_max, writes_stats, static_scale,
                                            moments, writes_outputs, max_rule);
-}
-
-// Loads a row's slice into registers (thread t: groups t, t + tpr, ... from element first_col on,
-// `items` of them) and finishes it (finish_row). The registers kernel's row. (The cluster kernel
-// loads its slices with load_row_item and weight_group instead; written out here, the loads keep
-// ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
-// add, which costs it a block per SM.)
-template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
-          bool kHoldAffine, class Reduce, class ReduceMax, class Moments, class MaxRule>
-FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
-                                        int tpr, int first_col, int items, const Reduce& reduce,
-                                        const ReduceMax& reduce_max, const Moments& moments,
-                                        const MaxRule& max_rule, bool writes_stats,
-                                        bool writes_outputs, int weight_shift) {
-  using TX = typename K::TX;
-  using TW = typename K::TW;
-  using TR = typename K::TR;
-  constexpr int G = K::kGroup;
-  const int n = static_cast<int>(a.cols);
-
-  // The row stays packed in its storage type until used: h in TR (x's type, or residual's when
-  // adding, which is exactly what gets normalized), weight (and bias) in TW. RMSNorm issues the
-  // weight's loads beside the row's so that their latencies overlap, unless kWeightAtOutput
-  // (NormConfig::weight_at_output: registers for occupancy); so does LayerNorm where its weight
-  // and bias take at most 16 registers per thread (one or two groups per thread: the decode and
-  // mid-batch shapes, whose time is latency), or at any count where kHoldAffine (the kernels of
-  // shared rows, built for one block per SM: see norm_registers_kernel). Else LayerNorm loads
-  // them after its reductions (affine), keeping the registers for occupancy (bf16 x with fp32
-  // affine at two groups spills otherwise).
-  constexpr bool kEarlyWeight =
-      K::kLayer ? kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4 || kHoldAffine
-                : !kWeightAtOutput;
-  const TW* bias = K::kLayer ? static_cast<const TW*>(a.bias) : nullptr;
-  Packed<TX, G> x[kItems];
-  Packed<TR, G> h[kItems];
-  Packed<TW, G> w[kItems];
-  [[maybe_unused]] Packed<TW, G> b[K::kLayer && kEarlyWeight ? kItems : 1];
-  const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
-  const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
-  const TW* weight = static_cast<const TW*>(a.weight);
-  constexpr bool kPlain = kForm == OutputForm::kPlain;
-  const bool has_weight = kPlain || weight != nullptr;
-  // A missing weight is a group of ones (exact in every float dtype) with no offset, and a missing
-  // bias a group of zeros, so that the outputs take one path whatever is present: the branch is
-  // around the loads, not around each element's arithmetic.
-  const float weight_offset = has_weight ? a.weight_offset : 0.0f;
-  auto vector_item = [](int i) { return item_vector<K, kFit, kItems>(i); };
-  auto weight_item = [&](int i, int col) {
-    return has_weight ? load_item<K>(weight, col, n, vector_item(i))
-                      : filled_group<TW, G>(1.0f);
-  };
-  auto bias_item = [&](int i, int col) {
-    return bias != nullptr ? load_item<K>(bias, col, n, vector_item(i))
-                           : filled_group<TW, G>(0.0f);
-  };
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int col = first_col + (t + i * tpr) * G;
-    const bool in_row = item_in_row<kFit, kItems>(i, items, col, n);
-    if (active && in_row) {
-      x[i] = load_item<K>(x_row, col, n, vector_item(i));
-      if constexpr (K::kAdd) h[i] = load_item<K>(r_row, col, n, vector_item(i));
-    } else {
-      x[i] = filled_group<TX, G>(0.0f);
-      h[i] = filled_group<TR, G>(0.0f);
-    }
-    if constexpr (kEarlyWeight) {
-      // Every thread, writing or not: a condition here made ptxas branch around each item's
-      // loads, x's too, where it predicates them otherwise (one-row calls 0.1-0.4 us slower).
-      // A thread that writes no outputs (shared rows) loads the weight and bias of a thread that
-      // does, weight_shift threads away, whose groups lie in the row wherever its own do (exact
-      // rows): the block then reads only its own part's weight and bias from L2, the rest
-      // hitting in L1. weight_shift is 0 elsewhere.
-      if (in_row) {
-        const int weight_col = col + weight_shift * G;
-        w[i] = weight_item(i, weight_col);
-        if constexpr (K::kLayer) b[i] = bias_item(i, weight_col);
-      }
-    }
-  }
-  auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
-    // Late (LayerNorm at four groups, the fused add with kWeightAtOutput): from cache, as every
-    // row reads them, with registers kept for occupancy while the row stays in registers across
-    // its reductions.
-    if constexpr (!kEarlyWeight) w[i] = weight_item(i, col);
-    to_floats(w[i], wv);
-    if constexpr (!kPlain) {
-#pragma unroll
-      for (int e = 0; e < G; ++e) wv[e] += weight_offset;
-    }
-    if constexpr (K::kLayer) {
-      if constexpr (kEarlyWeight) {
-        to_floats(b[i], bv);
-      } else {
-        to_floats(bias_item(i, col), bv);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < G; ++e) bv[e] = 0.0f;
-    }
-  };
-  // A static fp8 scale (kRegistersScaleRead), staged now that the row's loads are issued.
-  const auto static_scale = static_scale_reader<K, kRegistersScaleRead<K, MaxRule>>(a, tpr);
-  stage_static_scale(a, static_scale);
-  finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                             reduce_max, writes_stats, static_scale, moments, writes_outputs,
-                             max_rule);
-}
-
-// LayerNorm's kernels of shared and split rows (NormConfig::output_parts, split_blocks) hold the
-// weight and bias beside the row at every group count, built for one block per SM for the
-// registers: their grids hold
-// at most a quarter of a block per SM (the heuristic's rule), so occupancy costs them nothing,
-// while loading the affine after the reductions puts an L2 round trip on a one-row call's path.
-template <class K, bool kSharedRows>
-inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
-
-// The registers path: each row is loaded straight into registers by threads_per_row threads
-// (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
-// can hold; with RowFit::kExact exactly that many (a.items == kItems), else up to it.
-// kWeightAtOutput: NormConfig::weight_at_output (RMSNorm only). kSharedRows (NormConfig::
-// output_parts; exact rows of their own blocks, NormTraits::kSharedRowsBuilt): the row's
-// 2^output_parts_log2 consecutive blocks each load and reduce all of it, and each writes the
-// outputs of one equal range of the row's threads (of the groups they hold): part p the threads
-// t with t * parts / tpr == p. A kernel of its own: the share's index and predicate cost 1-3%.
-// kThreadsPerRow: 0, or the row's thread count fixed at compile time for blocks of one row
-// (pick_norm_kernel: NormTraits::kFixedRowThreads). The same code with tpr a constant: the
-// reductions unroll without the branches a runtime count needs, and a thread's groups lie at
-// constant offsets, which makes the short calls 2-10% faster (bench/NOTES.md, "Norm v16").
-// kPlain: the plain form (OutputForm::kPlain), built with a fixed thread count only, whose grid
-// holds exactly one block per row (and part), so that no thread lies past the last row either.
-// kPowerOfTwoRows (LayerNorm's kernels other than the exact ones): the rows are a power-of-two
-// number of whole groups, whose moments take one reduction (TreeMoments); a kernel of its own, so
-// that the others' code stays the default's alone.
-// kSplitRows (NormConfig::split_blocks; fixed thread count, rows of whole groups covered exactly
-// or but for each thread's last group, as norm_config.h's split_rows_cover says; CUDA sm_90+):
-// the row's kThreadsPerRow threads lie in the 2^output_parts_log2 blocks of a cluster, block p
-// holding row threads p * blockDim.x + threadIdx.x, so each block loads, reduces and writes only
-// its own threads' groups (in place too), and each reduction gathers every thread's value into
-// every block (ClusterGather, reduce.cuh): the same tree, so the bits of one block a row.
-template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
-          bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false,
-          bool kPowerOfTwoRows = false, bool kSplitRows = false>
-__global__ void __launch_bounds__(K::kMaxThreads,
-                                  (kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>
-                                       ? 1
-                                       : K::kMinBlocksPerSm))
-    norm_registers_kernel(NormKernelArgs a) {
-  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
-  if constexpr (kSplitRows && !clusters_compiled()) return;
-  __shared__ float scratch[2][K::kScratch];
-  __shared__ ClusterMailbox gathers[2];  // kSplitRows: one a reduction (at most two a row)
-  constexpr bool kFixed = kThreadsPerRow > 0;
-  constexpr bool kExactOrLastPartial = kFit == RowFit::kExact || kFit == RowFit::kLastPartial;
-  static_assert(!kPlain || (kFixed && kExactOrLastPartial),
-                "plain: fixed kernels of whole rows only");
-  static_assert(!kSplitRows || (kFixed && kExactOrLastPartial && !kSharedRows),
-                "split rows: fixed kernels of whole rows only");
-  const int tpr = kFixed ? kThreadsPerRow : 1 << a.threads_per_row_log2;
-  const int parts_log2 = kSharedRows || kSplitRows ? a.output_parts_log2 : 0;
-  const int64_t row = kFixed ? static_cast<int64_t>(blockIdx.x >> parts_log2)
-                             : static_cast<int64_t>(blockIdx.x >> parts_log2) * a.rows_per_block +
-                                   (static_cast<int>(threadIdx.x) >> a.threads_per_row_log2);
-  const int part = static_cast<int>(blockIdx.x) & ((1 << parts_log2) - 1);  // cluster rank
-  const int t = kSplitRows ? part * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)
-                           : static_cast<int>(threadIdx.x) & (tpr - 1);
-  const int share = t << parts_log2;  // its part is share / tpr, uniform per warp
-  const bool writes_outputs =
-      !kSharedRows || (kFixed ? static_cast<int>(static_cast<unsigned>(share) / kThreadsPerRow)
-                              : share >> a.threads_per_row_log2) == part;
-
-  if constexpr (kSplitRows) {  // every block's mailboxes ready before any peer sends
-    if (threadIdx.x == 0) {
-      mailbox_init(&gathers[0]);
-      mailbox_init(&gathers[1]);
-      mailbox_publish_init();
-    }
-    cluster_barrier();
-  }
-  wait_for_prior_grids();
-  // The next grid may launch now, or after this thread's writes (NormConfig::trigger_after_writes).
-  if (!a.trigger_after_writes) allow_dependent_grids();
-  // How reduction k (scratch[k]; those of two values use 0) publishes its threads' values.
-  auto publish = [&](int k) {
-    if constexpr (kSplitRows) {
-      return ClusterGather{&gathers[k], t, 1 << parts_log2};
-    } else {
-      return BlockPublish{};
-    }
-  };
-  auto reduce = [&](float v, int k) {
-    return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k], publish(k));
-  };
-  // The row's max of magnitudes (fp8 outputs with a dynamic scale): in the fewest instructions
-  // where the row's thread count is a launch argument (the large batches' kernels), by shuffles
-  // where it is fixed (decode rows; reduce.cuh's RowMaxForm).
-  constexpr RowMaxForm kMaxForm = kFixed ? RowMaxForm::kShuffles : RowMaxForm::kCompact;
-  // fp8 output only (RMSNorm, whose sum used scratch[0]), where y is formed again for the codes.
-  auto reduce_max = [&](float v) {
-    return row_magnitude_max<K::kWarp, kMaxForm>(v, tpr, scratch[1], publish(1));
-  };
-  // fp8 output with a dynamic scale: its sum of squares and max|h * w| in one reduction.
-  auto reduce_sum_max = [&](float v, float m) {
-    return row_sum_max<K::kWarp, K::kMaxWarpsPerRow, kMaxForm>(v, m, tpr, scratch[0],
-                                                               scratch[1], publish(0));
-  };
-  // LayerNorm's moments in one reduction (TreeMoments) for rows of a power-of-two number of whole
-  // groups: the exact kernels' rows unless kItems is odd, and the other kernels' where
-  // kPowerOfTwoRows. Exact rows' groups are tpr x kItems, a constant where tpr is: then so is
-  // every merge's count, and no test for empty nodes remains.
-  auto reduce_moments = [&](SumM2 v, int groups, float inv_n) {
-    return row_moments<K::kWarp, K::kMaxWarpsPerRow, kFit != RowFit::kExact>(
-        v, tpr, groups, inv_n, scratch[0], scratch[1], publish(0));
-  };
-  constexpr bool kTreeMoments =
-      K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);
-  const auto moments = [&] {
-    if constexpr (kTreeMoments) {
-      return TreeMoments<decltype(reduce_moments), kFit != RowFit::kExact>{
-          kFit == RowFit::kExact ? tpr * kItems : static_cast<int>(a.cols) / K::kGroup,
-          kFixed ? log2_of_power_of_two(kThreadsPerRow) : a.threads_per_row_log2,
-          reduce_moments};
-    } else {
-      return NoSliceMoments{};
-    }
-  }();
-  // The bounds-free kernels take the weight_after_cast branch once (finish_row).
-  constexpr OutputForm kForm = kPlain                 ? OutputForm::kPlain
-                               : kFit != RowFit::kAny ? OutputForm::kSplitTails
-                                                      : OutputForm::kFlagPerElement;
-  // The plain kernels drop the row predicate (true for every block of their grids): with it, the
-  // fused add measured 0.05-0.2 us slower; without it in the other kernels, RMSNorm's weight
-  // loads moved after its squares (bench/NOTES.md, "Norm v17").
-  // With shared rows, the thread of the block's own part whose weight groups this one loads: the
-  // one at the same place in that part (itself where it writes; see normalize_row_slice). Not for
-  // RMSNorm alone, whose one-row calls measured 0.01-0.02 us slower with it (the fused add's and
-  // LayerNorm's 0.01-0.06 faster; bench/NOTES.md, "Norm v20").
-  int weight_shift = 0;
-  if constexpr (kSharedRows && (K::kAdd || K::kLayer)) {
-    const int part_threads = tpr >> parts_log2;
-    weight_shift = part * part_threads - (t & ~(part_threads - 1));
-  }
-  auto slice = [&](const auto& max_rule) {
-    normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
-                        kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>>(
-        a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
-        t == 0 && part == 0, writes_outputs, weight_shift);
-  };
-  // A dynamic fp8 scale takes its max beside the sum (MaxBesideSum) on a path of its own from the
-  // loads on (p = h * w held across the reduction, where a static scale holds the packed row):
-  // one path choosing at run time spilled 70-140 bytes a thread (bench/NOTES.md, "Norm v32").
-  if constexpr (kFp8KeepsY<K, kItems>) {
-    if (a.dynamic_scale != nullptr) {  // uniform
-      slice(MaxBesideSum<decltype(reduce_sum_max)>{reduce_sum_max});
-    } else {
-      slice(MaxAfterSum{});
-    }
-  } else {
-    slice(MaxAfterSum{});
-  }
-  if (a.trigger_after_writes) allow_dependent_grids();
 }
 
 }  // namespace fusekit::gpu

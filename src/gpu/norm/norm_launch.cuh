@@ -23,6 +23,7 @@
 #include "gpu/norm/norm_config.h"
 #include "gpu/norm/norm_cluster_kernel.cuh"
 #include "gpu/norm/norm_kernel.cuh"
+#include "gpu/norm/norm_registers_kernel.cuh"
 #include "gpu/norm/norm_staged_kernel.cuh"
 
 namespace fusekit::gpu {
