@@ -105,13 +105,31 @@ TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
       {true, true, false, false, 7168, 1, 4, 256, 4, false},
       {false, false, true, true, 12288, 1, 8, 512, 3, false},
       {false, true, true, true, 14336, 1, 8, 512, 4, false},
-      // ... and on 128 threads two (1536: 192 groups).
+      // ... and on 128 threads two (1536: 192 groups), or one (65-127 groups: 520-1016) in two
+      // blocks, every form, RMSNorm's three-group rows too (768: 32 x 3 unsplit), ...
       {false, true, false, false, 1536, 1, 4, 128, 2, false},
       {true, false, false, true, 1536, 32, 4, 128, 2, false},
+      {false, true, false, false, 896, 1, 2, 128, 1, false},
+      {false, false, false, true, 768, 32, 2, 128, 1, false},
+      {true, false, false, true, 520, 1, 2, 128, 1, false},
+      {true, true, false, false, 1016, 66, 2, 128, 1, false},
+      {false, true, false, false, 896, 67, 1, 0, 0, false},
+      // ... in four the fp8 forms, but for RMSNorm's alone on its warp of three exact groups
+      // (768) ...
+      {false, true, true, true, 960, 1, 4, 128, 1, false},
+      {false, true, true, true, 768, 32, 4, 128, 1, false},
+      {false, false, true, true, 640, 32, 4, 128, 1, false},
+      {false, false, true, true, 768, 1, 1, 0, 0, false},
+      // ... and LayerNorm's up to as many rows as SMs.
+      {true, false, false, true, 768, 67, 2, 128, 1, false},
+      {true, true, false, false, 896, 132, 2, 128, 1, false},
+      {true, false, false, true, 768, 133, 1, 0, 0, false},
+      {true, true, false, false, 896, 264, 1, 0, 0, false},
       // Rows that no split kernel covers: pairs on fewer than 128 threads (N = 1024), and rows of
-      // at most 128 groups that are not 2^k (896).
+      // at most 64 groups (512, 504).
       {false, true, false, false, 1024, 1, 1, 0, 0, false},
-      {false, true, false, false, 896, 1, 1, 0, 0, false},
+      {false, true, false, false, 512, 1, 1, 0, 0, false},
+      {true, false, false, true, 504, 1, 1, 0, 0, false},
   };
   for (const Case& k : cases) expect_split(k);
 }

@@ -101,10 +101,11 @@ TEST(NormLaunchShapes, SplitRowsGiveTheBitsOfOneBlockARow) {
   for (const SplitForm& f : forms) {
     for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
       // Rows of 2^k groups, and the others' coverings: three groups a thread exactly (3072,
-      // 12288) and two, three or four with each thread's last group partly past the row (1536,
-      // 2560, 3584 on 128 threads; 4608, 7168 on 256; 14336 on 512).
-      for (int64_t n :
-           {2048, 4096, 8192, 16384, 1536, 2560, 3072, 3584, 4608, 7168, 12288, 14336}) {
+      // 12288) and one, two, three or four with each thread's last group partly past the row
+      // (520, 768, 1016, 1536, 2560, 3584 on 128 threads, the first two with a block of
+      // threads that hold no group; 4608, 7168 on 256; 14336 on 512).
+      for (int64_t n : {2048, 4096, 8192, 16384, 520, 768, 1016, 1536, 2560, 3072, 3584, 4608,
+                        7168, 12288, 14336}) {
         for (const bool in_place : {false, true}) {
           for (const bool stats : {false, true}) {
             const uint32_t seed = static_cast<uint32_t>(n) + (in_place ? 1 : 0);

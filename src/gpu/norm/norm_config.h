@@ -183,13 +183,17 @@ constexpr bool takes_last_partial(bool whole_groups, bool narrow_accesses, int64
 // counts and the coverings of a row of `groups` whole groups with a kernel of their own. 1, 2, 3
 // or 4 groups per thread covering it exactly (rows of 2^k and 3 x 2^k groups), or, with each
 // thread's last group partly past the row, three or four (items_last_partial: the other rows of
-// more than 2 x 2^k and fewer than 4 x 2^k groups, such as N = 2560, 3584, 4608 and 7168 bf16)
-// and two on 128 threads (129-255 groups: N = 1152, 1536 bf16).
-constexpr int kNormSplitPairThreads = 128;
+// more than 2 x 2^k and fewer than 4 x 2^k groups, such as N = 2560, 3584, 4608 and 7168 bf16),
+// and on 128 threads two (129-255 groups: N = 1032-2040 bf16, such as 1152 and 1536) or one
+// (65-127 groups: N = 520-1016 bf16, such as 640, 768, 896 and 960; the last threads, up to a
+// block of them, hold no group).
+constexpr int kNormSplitShortThreads = 128;
 constexpr bool split_rows_last_partial(int64_t groups, int threads_per_row, int items) {
-  return items_last_partial(groups, threads_per_row, items) ||
-         (items == 2 && threads_per_row == kNormSplitPairThreads &&
-          kNormSplitPairThreads < groups && groups < 2 * kNormSplitPairThreads);
+  constexpr int64_t kThreads = kNormSplitShortThreads;
+  const bool short_row = threads_per_row == kNormSplitShortThreads &&
+                         ((items == 2 && kThreads < groups && groups < 2 * kThreads) ||
+                          (items == 1 && kThreads / 2 < groups && groups < kThreads));
+  return items_last_partial(groups, threads_per_row, items) || short_row;
 }
 constexpr bool split_rows_cover(int64_t groups, int threads_per_row, int items) {
   const bool threads_built =

@@ -18,6 +18,8 @@ constexpr int kSplitMinBlocks = 4;
 // LayerNorm's mid-batch split (take_split_rows): over this many blocks, rows of 128 threads up to
 // twice as many rows as SMs and rows of 256 up to as many.
 constexpr int kLayerMidSplitBlocks = 2;
+// Rows of one group a thread (other than the fp8 forms): over this many blocks.
+constexpr int kOneGroupSplitBlocks = 2;
 constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count) {
   return (threads == 128 && rows <= 2 * sm_count) || (threads == 256 && rows <= sm_count);
 }
@@ -55,6 +57,15 @@ constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count)
 // 3.29 -> 2.11 / 2.34 / 2.66, [128, 5120 / 7168] 2.90 / 3.46 -> 2.46 / 2.80. Rows of 256 threads
 // at 256 rows measured 0.89-1.10x (N = 4608-7168), at M = 512 every split lost (up to 1.3x), and
 // rows of 2^k groups lost at 128 and 256 rows (layer_norm [128, 2048] 1.53 against 1.24).
+// Rows of 65-127 groups (N = 520-1016 bf16 but 1024: 640, 768, 896, 960) hold one group a thread
+// on 128 threads, in two blocks of 64 (the fp8 forms in four of 32, some holding no group), at
+// decode sizes and LayerNorm's up to as many rows as SMs; RMSNorm's fp8 form alone keeps its warp
+// of three exact groups at 768. Where they took one block of 128 threads (or 32 x 3, 16 x 5),
+// they replayed in 0.70-0.84x the time (H200, bench/NOTES.md "Norm v45"): at M = 1 rms_norm
+// 1.23 -> 0.99 us, fused_add_rms_norm 1.40 -> 1.00, layer_norm 1.69 -> 1.26, its fused add 1.92 ->
+// 1.35, rms_norm_quant_fp8 [1, 896] 1.57 -> 1.23; at M = 32 0.72-0.84x; layer_norm [128, 896]
+// 1.92 -> 1.52. In four blocks the plain forms measured up to 0.1 us slower at M = 32, the fp8
+// forms 0.02-0.06 faster; rms_norm_quant_fp8 [1, 768] 1.15 on its warp against 1.23.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
@@ -79,10 +90,20 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
     threads = static_cast<int>(groups / items);
   } else {
     threads = static_cast<int>(
-        std::max<int64_t>(kNormSplitPairThreads, next_pow2(groups) / kNormMaxItems));
+        std::max<int64_t>(kNormSplitShortThreads, next_pow2(groups) / kNormMaxItems));
     items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
   }
   if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
+  // Rows of one group a thread (65-127 groups on 128 threads): LayerNorm's mid batches split up
+  // to as many rows as SMs (measured there; one warp a row or one block past it), and RMSNorm's
+  // fp8 form alone keeps its warp of three exact groups (768 bf16), which measured faster.
+  const bool one_group_rows = !power_of_two_row && items == 1;
+  if (one_group_rows &&
+      ((layer_mid_rows && shape.rows > sm_count) ||
+       (shape.fp8_output && !shape.adds_residual && config->items == 3 &&
+        static_cast<int64_t>(config->threads_per_row) * 3 == groups))) {
+    return false;
+  }
   NormConfig split;
   if (!make_norm_config(shape, NormConfig::Path::kRegisters, threads, items, &split)) {
     return false;
@@ -90,7 +111,10 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
   split.plain = config->plain;
   split.trigger_after_writes = row_per_sm_add && !small_grid;
   const int64_t blocks_of_groups = next_pow2(ceil_div(groups, kSplitBlockGroups));
-  const int64_t wanted = small_grid       ? std::max<int64_t>(kSplitMinBlocks, blocks_of_groups)
+  // One-group rows in two blocks of 64 threads (in four of 32 the fp8 forms, whose max|y| and
+  // codes follow the sum).
+  const int64_t wanted = one_group_rows && !shape.fp8_output ? kOneGroupSplitBlocks
+                         : small_grid ? std::max<int64_t>(kSplitMinBlocks, blocks_of_groups)
                          : layer_mid_rows ? kLayerMidSplitBlocks
                                           : kSplitMinBlocks;
   // Fewer blocks where the GPU's clusters are smaller (split_norm_rows checks every limit).

@@ -114,8 +114,8 @@ auto split_registers_kernel(const NormConfig& cfg, bool plain) {
     }
     return norm_registers_kernel<K, kFit, kItems, false, false, kThreads, false, false, true>;
   };
-  if constexpr (kItems == 2 && kFit == RowFit::kLastPartial) {
-    return fixed(std::integral_constant<int, kNormSplitPairThreads>{});  // the one built
+  if constexpr (kItems <= 2 && kFit == RowFit::kLastPartial) {
+    return fixed(std::integral_constant<int, kNormSplitShortThreads>{});  // the one built
   } else {
     if (cfg.threads_per_row == 128) return fixed(std::integral_constant<int, 128>{});
     if (cfg.threads_per_row == 256) return fixed(std::integral_constant<int, 256>{});
@@ -147,6 +147,7 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
   if constexpr (kFull && K::kSplitRowsBuilt) {
     if (cfg.split_blocks > 1) {
       if (fit == RowFit::kLastPartial) {
+        if (cfg.items == 1) return split_registers_kernel<K, 1, RowFit::kLastPartial>(cfg, plain);
         if (cfg.items == 2) return split_registers_kernel<K, 2, RowFit::kLastPartial>(cfg, plain);
         if (cfg.items == 3) return split_registers_kernel<K, 3, RowFit::kLastPartial>(cfg, plain);
         return split_registers_kernel<K, 4, RowFit::kLastPartial>(cfg, plain);
@@ -256,8 +257,8 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
         " needs 16-bit tensors of one dtype (fp8 codes in a format the GPU converts), a GPU "
         "with clusters that large, and the registers "
         "path with one row of 128, 256 or 512 threads holding whole aligned groups, 1, 2, 3 or 4 "
-        "per thread that cover the row exactly, or 3 or 4 (2 on 128 threads) with only each "
-        "thread's last group partly past it, split into blocks of at least a warp, with the "
+        "per thread that cover the row exactly, or 3 or 4 (1 or 2 on 128 threads) with only "
+        "each thread's last group partly past it, split into blocks of at least a warp, with the "
         "weight beside the row and no output parts, up to " +
         std::to_string(kNormMaxSplitBlocks) + " blocks");
   }
