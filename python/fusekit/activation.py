@@ -105,7 +105,9 @@ _direct_entries = {
     (act, split): _direct_entry(f"{act}_and_mul{'_split' if split else ''}_out")
     for act in ACTIVATIONS for split in (False, True)
 }
-_direct_kernels: dict = {}  # (op, device type, dtype, split) -> whether compiled kernels serve it
+# (op, is_cuda, is_cpu, dtype, split) -> whether compiled kernels serve it (fusekit.functional says
+# why the device enters as two flags).
+_direct_kernels: dict = {}
 
 
 def _direct(op: str, x, up) -> bool:
@@ -116,7 +118,7 @@ def _direct(op: str, x, up) -> bool:
             return False
         if up is not None and (up.dtype != x.dtype or up.shape != x.shape):
             return False  # the checked path names the mismatch
-        key = (op, x.device.type, x.dtype, up is None)
+        key = (op, x.is_cuda, x.is_cpu, x.dtype, up is None)
     except AttributeError:  # not a tensor: the checked path says so
         return False
     ok = _direct_kernels.get(key)

@@ -151,3 +151,23 @@ def test_unsupported_dtypes_fall_back_with_one_warning(gen):
     with pytest.warns(RuntimeWarning, match="torch.float16 x with torch.bfloat16 weight"):
         y = fusekit.rms_norm(xh, w.bfloat16())
     ref.assert_close(y, ref.rms_norm(xh, w.bfloat16(), 1e-6))
+
+
+@pytest.mark.skipif(not INFO["library"]["loaded"], reason="needs the compiled library")
+def test_tensors_of_a_device_without_kernels_fall_back_and_cpu_tensors_do_not(gen):
+    # The direct path remembers, per device kind and dtypes, whether kernels serve a call: meta
+    # tensors' fallback must not send CPU tensors of the same dtypes to the eager code, nor a CPU
+    # call's kernels take meta tensors.
+    x = randn((2, 64), torch.bfloat16, "cpu", gen)
+    w = randn((64,), torch.bfloat16, "cpu", gen)
+    for device in ("meta", "cpu", "meta", "cpu"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the meta calls' one fallback warning
+            with OpRecorder() as rec:
+                y = fusekit.rms_norm(x.to(device), w.to(device))
+                u = fusekit.silu_and_mul(torch.cat([x, x], -1).to(device))
+        assert y.device.type == device and y.shape == x.shape
+        assert u.device.type == device and u.shape == x.shape
+        assert rec.ops == ([] if device == "meta" else ["rms_norm_out", "silu_and_mul_out"])
+        if device == "cpu":
+            ref.assert_close(y, ref.rms_norm(x, w, 1e-6))
