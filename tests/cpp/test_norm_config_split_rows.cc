@@ -120,11 +120,15 @@ TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
       {false, true, true, true, 768, 32, 4, 128, 1, false},
       {false, false, true, true, 640, 32, 4, 128, 1, false},
       {false, false, true, true, 768, 1, 1, 0, 0, false},
-      // ... and LayerNorm's up to as many rows as SMs.
+      // ... and LayerNorm's up to twice as many rows as SMs, as its other rows of 128 threads
+      // (past it one warp or one block a row).
       {true, false, false, true, 768, 67, 2, 128, 1, false},
       {true, true, false, false, 896, 132, 2, 128, 1, false},
-      {true, false, false, true, 768, 133, 1, 0, 0, false},
-      {true, true, false, false, 896, 264, 1, 0, 0, false},
+      {true, false, false, true, 768, 133, 2, 128, 1, false},
+      {true, true, false, false, 640, 200, 2, 128, 1, false},
+      {true, true, false, false, 896, 264, 2, 128, 1, false},
+      {true, false, false, true, 960, 265, 1, 0, 0, false},
+      {true, true, false, true, 768, 265, 1, 0, 0, false},
       // Rows that no split kernel covers: pairs on fewer than 128 threads (N = 1024), and rows of
       // at most 64 groups (512, 504).
       {false, true, false, false, 1024, 1, 1, 0, 0, false},

@@ -59,13 +59,16 @@ constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count)
 // rows of 2^k groups lost at 128 and 256 rows (layer_norm [128, 2048] 1.53 against 1.24).
 // Rows of 65-127 groups (N = 520-1016 bf16 but 1024: 640, 768, 896, 960) hold one group a thread
 // on 128 threads, in two blocks of 64 (the fp8 forms in four of 32, some holding no group), at
-// decode sizes and LayerNorm's up to as many rows as SMs; RMSNorm's fp8 form alone keeps its warp
-// of three exact groups at 768. Where they took one block of 128 threads (or 32 x 3, 16 x 5),
-// they replayed in 0.70-0.84x the time (H200, bench/NOTES.md "Norm v45"): at M = 1 rms_norm
-// 1.23 -> 0.99 us, fused_add_rms_norm 1.40 -> 1.00, layer_norm 1.69 -> 1.26, its fused add 1.92 ->
-// 1.35, rms_norm_quant_fp8 [1, 896] 1.57 -> 1.23; at M = 32 0.72-0.84x; layer_norm [128, 896]
-// 1.92 -> 1.52. In four blocks the plain forms measured up to 0.1 us slower at M = 32, the fp8
-// forms 0.02-0.06 faster; rms_norm_quant_fp8 [1, 768] 1.15 on its warp against 1.23.
+// decode sizes, and LayerNorm's, as its other rows of 128 threads, up to twice as many rows as
+// SMs; RMSNorm's fp8 form alone keeps its warp of three exact groups at 768. Where they took one
+// block of 128 threads (or 32 x 3, 16 x 5), they replayed in 0.70-0.84x the time (H200,
+// bench/NOTES.md "Norm v45"): at M = 1 rms_norm 1.23 -> 0.99 us, fused_add_rms_norm 1.40 -> 1.00,
+// layer_norm 1.69 -> 1.26, its fused add 1.92 -> 1.35, rms_norm_quant_fp8 [1, 896] 1.57 -> 1.23;
+// at M = 32 0.72-0.84x; layer_norm [128, 896] 1.92 -> 1.52. In four blocks the plain forms
+// measured up to 0.1 us slower at M = 32, the fp8 forms 0.02-0.06 faster; rms_norm_quant_fp8
+// [1, 768] 1.15 on its warp against 1.23. LayerNorm at M = 192 and 256 against its launch there
+// (one warp of three groups at 768, 64 x 2 or 128 x 1 elsewhere; "Norm v46"): 0.70-0.91x,
+// layer_norm [256, 768] 1.97 -> 1.79 us, [256, 896] 2.13 -> 1.70, its fused add 2.44 -> 1.82.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
@@ -94,14 +97,11 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
     items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
   }
   if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
-  // Rows of one group a thread (65-127 groups on 128 threads): LayerNorm's mid batches split up
-  // to as many rows as SMs (measured there; one warp a row or one block past it), and RMSNorm's
-  // fp8 form alone keeps its warp of three exact groups (768 bf16), which measured faster.
+  // Rows of one group a thread (65-127 groups on 128 threads): RMSNorm's fp8 form alone keeps its
+  // warp of three exact groups (768 bf16), which measured faster.
   const bool one_group_rows = !power_of_two_row && items == 1;
-  if (one_group_rows &&
-      ((layer_mid_rows && shape.rows > sm_count) ||
-       (shape.fp8_output && !shape.adds_residual && config->items == 3 &&
-        static_cast<int64_t>(config->threads_per_row) * 3 == groups))) {
+  if (one_group_rows && shape.fp8_output && !shape.adds_residual && config->items == 3 &&
+      static_cast<int64_t>(config->threads_per_row) * 3 == groups) {
     return false;
   }
   NormConfig split;
