@@ -179,7 +179,8 @@ FUSEKIT_HOST_DEVICE float normal_cdf(float x) {
   constexpr float kInvTwoSqrt2 = 0.353553390593273762f;  // a / 2 = |x| / (2 sqrt 2)
   // Approximate Ops need no upper clamp: for x = +inf (or x^2 past float's range) their
   // reciprocal gives t = 0 and their exp 0, so half_tail is 0 and Phi is 1.
-  const float c = Ops::kNeedsUpperClamp ? fminf(fmaxf(x, -15.0f), 15.0f) : fmaxf(x, -15.0f);
+  const float c = Ops::kNeedsUpperClamp ? clamp_dropping_nan(x, -15.0f, 15.0f)
+                                         : max_dropping_nan(x, -15.0f);
   const float t = Ops::reciprocal(fmaf(fabsf(c), kInvTwoSqrt2, 1.0f));  // 1 + a / 2 in [1, 6.31]
   float q;  // Q(t) / 2
   if constexpr (Ops::kFloat32Accurate) {

@@ -32,35 +32,32 @@ inline uint16_t float_to_bf16(float f) {
 inline float fp16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1fu;
-  uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) return bits_float(sign | 0x7f800000u | (mantissa << 13));  // inf / NaN
-  if (exponent == 0) {
-    if (mantissa == 0) return bits_float(sign);
-    // Subnormal: value = mantissa * 2^-24.
-    float v = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
-    return sign ? -v : v;
-  }
-  return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  const uint32_t mantissa = h & 0x3ffu;
+  // Every range's result is computed and one selected, with no branch (loops over it vectorize).
+  const uint32_t normal = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  const uint32_t inf_nan = sign | 0x7f800000u | (mantissa << 13);
+  // Subnormal or zero: value = mantissa * 2^-24, exact.
+  const uint32_t subnormal =
+      sign | float_bits(static_cast<float>(mantissa) * 5.9604644775390625e-8f);
+  const uint32_t u = exponent == 0x1fu ? inf_nan : (exponent == 0 ? subnormal : normal);
+  return bits_float(u);
 }
 
+// Written as selects between the results of each range, all computed, with no branch, so that
+// loops over it vectorize (the CPU backend's outputs).
 inline uint16_t float_to_fp16(float f) {
   const uint32_t u = float_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {
-    // Result is subnormal or zero: value / 2^-24, rounded to nearest even, in integer steps.
-    const float scaled = bits_float(abs) * 16777216.0f;  // exact: power-of-two scale
-    uint32_t q = static_cast<uint32_t>(scaled);
-    const float rem = scaled - static_cast<float>(q);
-    if (rem > 0.5f || (rem == 0.5f && (q & 1u))) ++q;
-    return static_cast<uint16_t>(sign | q);
-  }
-  // Normal: rebias exponent, round the 13 dropped mantissa bits to nearest even.
-  const uint32_t rounding = 0xfffu + ((abs >> 13) & 1u);
-  const uint32_t r = abs + rounding;
-  return static_cast<uint16_t>(sign | (((r >> 13) - (112u << 10)) & 0x7fffu));
+  // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
+  const uint32_t normal = ((abs + 0xfffu + ((abs >> 13) & 1u)) >> 13) - (112u << 10);
+  // Subnormal or zero (|f| < 2^-14): adding 0.5 leaves |f| / 2^-24 rounded to nearest even in the
+  // low mantissa bits (floats in [0.5, 1) are 2^-24 apart); 2^-14 itself comes out as 0x400.
+  const uint32_t subnormal = float_bits(bits_float(abs) + 0.5f) - float_bits(0.5f);
+  uint32_t h = abs < 0x38800000u ? subnormal : normal;
+  h = abs >= 0x477ff000u ? 0x7c00u : h;  // rounds to >= 65520: inf
+  h = abs > 0x7f800000u ? 0x7e00u : h;   // NaN
+  return static_cast<uint16_t>(sign | h);
 }
 
 }  // namespace fusekit::detail

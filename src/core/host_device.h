@@ -7,7 +7,9 @@
 // kind of compiler is running, not about CUDA versus HIP (that difference stays in
 // gpu/platform.h, which includes this header). The exceptions are reciprocal_of_normal,
 // divide_by_constant and max_propagating_nan below, whose CUDA forms are faster ways to the same
-// bits (where their callers use them).
+// bits (where their callers use them), and max_dropping_nan and clamp_dropping_nan, whose host
+// forms are compares and selects that a vectorizing compiler takes where it cannot take fminf /
+// fmaxf.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIP__)
@@ -52,6 +54,27 @@ FUSEKIT_HOST_DEVICE float divide_by_constant(float x, float d, float z) {
 #else
   (void)z;
   return x / d;
+#endif
+}
+
+// fmaxf(x, lo) and fminf(fmaxf(x, lo), hi) for lo <= hi, neither NaN: lo for a NaN x. GPUs
+// execute these as one instruction each. Host compilers keep fminf and fmaxf as calls or scalar
+// code (no vector instruction has their NaN rule), so the host forms are the same functions as
+// compares and selects, which vectorize: a NaN fails the compare and gives lo.
+FUSEKIT_HOST_DEVICE float max_dropping_nan(float x, float lo) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return fmaxf(x, lo);
+#else
+  return x > lo ? x : lo;
+#endif
+}
+
+FUSEKIT_HOST_DEVICE float clamp_dropping_nan(float x, float lo, float hi) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return fminf(fmaxf(x, lo), hi);
+#else
+  const float low = x > lo ? x : lo;
+  return low < hi ? low : hi;
 #endif
 }
 

@@ -3,7 +3,9 @@
 // outputs and the backward pass, Fp8Ops for the fp8 forms), so fp8 codes and scales are
 // the reference the GPU must match bit for bit. Compiled with floating-point contraction off
 // (CMakeLists.txt) for that reason. Rows are independent and split across OpenMP threads when
-// OpenMP is available and the call is large enough (cpu/common/parallel.h).
+// OpenMP is available and the call is large enough (cpu/common/parallel.h); each row's loops run
+// compiled for AVX2 + FMA where the CPU has them (cpu/common/cpu_isa.h), with the same bits, and
+// are written to vectorize: one pass per loop, no branch in a loop's body.
 #include <cstdint>
 #include <vector>
 
@@ -11,7 +13,9 @@
 #include "core/act_math.h"
 #include "core/dtype_dispatch.h"
 #include "core/fp8.h"
+#include "cpu/common/cpu_isa.h"
 #include "cpu/common/parallel.h"
+#include "cpu/common/fp8_rows.h"
 
 namespace fusekit::detail {
 namespace {
@@ -32,23 +36,27 @@ void act_rows(const ActProblem& p) {
       const T* up = static_cast<const T*>(p.up) + row * p.up_stride;
       if (!p.quantize) {
         T* out = static_cast<T*>(p.out) + row * p.out_stride;
-        for (int64_t j = 0; j < n; ++j) {
-          out[j] = from_float<T>(ActMath<kAct>::value(to_float(gate[j])) * to_float(up[j]));
-        }
+        for_this_cpu([&] {
+          for (int64_t j = 0; j < n; ++j) {
+            out[j] = from_float<T>(ActMath<kAct>::value(to_float(gate[j])) * to_float(up[j]));
+          }
+        });
         continue;
       }
+      float* y_row = y.data();
       float max_abs = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        y[static_cast<size_t>(j)] =
-            ActMath<kAct>::template value<Fp8Ops>(to_float(gate[j])) * to_float(up[j]);
-        max_abs = max_abs_accumulate(max_abs, y[static_cast<size_t>(j)]);
-      }
+      for_this_cpu([&] {
+        for (int64_t j = 0; j < n; ++j) {
+          y_row[j] = ActMath<kAct>::template value<Fp8Ops>(to_float(gate[j])) * to_float(up[j]);
+        }
+        max_abs = row_max_abs(y_row, n);
+      });
       uint8_t* out = static_cast<uint8_t*>(p.out) + row * p.out_stride;
       dispatch_fp8_format(p.format, [&](auto format_tag) {
         using F = decltype(format_tag);
         const float scale = fp8_row_scale<F>(max_abs, p.scale_upper_bound);
         const float inverse = fp8_inverse_row_scale(scale);
-        for (int64_t j = 0; j < n; ++j) out[j] = fp8_quantize<F>(y[static_cast<size_t>(j)], inverse);
+        for_this_cpu([&] { quantize_row_codes<F>(y_row, n, inverse, out); });
         p.scale[row] = scale;
       });
     }
@@ -66,15 +74,18 @@ void act_backward_rows(const ActBackwardProblem& p) {
     const T* up = static_cast<const T*>(p.up) + row * p.up_stride;
     T* grad_gate = static_cast<T*>(p.grad_gate) + row * p.grad_gate_stride;
     T* grad_up = static_cast<T*>(p.grad_up) + row * p.grad_up_stride;
-    for (int64_t j = 0; j < p.cols; ++j) {
-      const float g = to_float(gate[j]);
-      const float dy = to_float(grad_out[j]);
-      const float u = to_float(up[j]);
-      const float dg = (dy * u) * ActMath<kAct>::derivative(g);
-      const float du = dy * ActMath<kAct>::value(g);
-      grad_gate[j] = from_float<T>(dg);
-      grad_up[j] = from_float<T>(du);
-    }
+    for_this_cpu([&] {
+      const int64_t n = p.cols;
+      for (int64_t j = 0; j < n; ++j) {
+        const float g = to_float(gate[j]);
+        const float dy = to_float(grad_out[j]);
+        const float u = to_float(up[j]);
+        const float dg = (dy * u) * ActMath<kAct>::derivative(g);
+        const float du = dy * ActMath<kAct>::value(g);
+        grad_gate[j] = from_float<T>(dg);
+        grad_up[j] = from_float<T>(du);
+      }
+    });
   }
 }
 
