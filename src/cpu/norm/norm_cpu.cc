@@ -19,8 +19,8 @@
 #include "core/dtype_dispatch.h"
 #include "core/fp8.h"
 #include "cpu/common/cpu_isa.h"
-#include "cpu/common/parallel.h"
 #include "cpu/common/fp8_rows.h"
+#include "cpu/common/parallel.h"
 #include "norm/norm_problem.h"
 
 namespace fusekit::detail {
