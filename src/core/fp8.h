@@ -75,6 +75,7 @@ FUSEKIT_HOST_DEVICE constexpr uint32_t fp8_normal_float_bits(uint32_t e, uint32_
 // both formats (on NVIDIA the fields are constant-bank operands, on AMD scalar registers). See
 // gpu/common/fp8_pack.cuh.
 struct Fp8Spec {
+  Fp8Format format;          // which of the two it describes
   uint32_t rebias;           // (127 - bias) << 3: float exponent field -> fp8's, at code scale
   uint32_t min_normal_bits;  // float bits of the smallest normal fp8 value
   // 2^(min normal exponent - 3 + 23): added to a magnitude below the smallest normal, it rounds it
@@ -93,7 +94,8 @@ struct Fp8Spec {
 template <class F>
 FUSEKIT_HOST_DEVICE constexpr Fp8Spec fp8_spec_of() {
   constexpr int kMinNormalExp = 1 - F::kBias;  // unbiased exponent of the smallest normal
-  return Fp8Spec{(127u - F::kBias) << 3,
+  return Fp8Spec{F::kFormat,
+                 (127u - F::kBias) << 3,
                  static_cast<uint32_t>(127 + kMinNormalExp) << 23,
                  static_cast<uint32_t>(127 + kMinNormalExp - 3 + 23) << 23,
                  fp8_normal_float_bits<F>(F::kMaxCode >> 3, F::kMaxCode & 7u),

@@ -533,8 +533,9 @@ FUSEKIT_DEVICE void mailbox_wait(ClusterMailbox* box, unsigned phase) {
 
 // float32 -> e4m3fn conversion by the hardware (CUDA sm_89+), two values per instruction:
 // round to nearest even, saturating to +-448 (infinities too), NaN -> 0x7F. That is the rule of
-// core/fp8.h's float_to_fp8<Fp8E4M3FN>, which stays the reference (and the only conversion on HIP,
-// for e4m3fnuz, and before sm_89); the GPU tests compare the two bit for bit through the ops.
+// core/fp8.h's float_to_fp8<Fp8E4M3FN>, which stays the reference (and the only conversion on HIP
+// and before sm_89); e4m3fnuz's codes come from it too (gpu/common/fp8_pack.cuh). The GPU tests
+// compare them bit for bit, over every float and through the ops.
 FUSEKIT_HOST_DEVICE constexpr bool hardware_e4m3fn_compiled() {
 #if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   return true;

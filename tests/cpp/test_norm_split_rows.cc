@@ -5,7 +5,7 @@
 // per-thread values before each fold, so a split launch must give the bits of the same row on one
 // block: every output (y or fp8 codes, the residual sum, rstd, mean, a dynamic scale), in place
 // and out of place, for every form that has these kernels (16-bit tensors of one dtype; fp8 codes
-// in the format the hardware converts). Launches the kernels cannot take are refused with a
+// in e4m3fn, the format NVIDIA's GPUs use). Launches the kernels cannot take are refused with a
 // message and write nothing.
 #include <cstdint>
 #include <string>
@@ -154,7 +154,7 @@ TEST(NormLaunchShapes, SplitRowsGiveTheBitsOfOneBlockARow) {
   EXPECT_GT(split_launches, 0);
 }
 
-// Forms without these kernels (float32 rows; e4m3fnuz codes, which CUDA converts in software),
+// Forms without these kernels (float32 rows; e4m3fnuz codes on CUDA, AMD's format),
 // more blocks than a portable cluster, and blocks of less than a warp are refused with a message,
 // and nothing is written; the heuristic does not take the split for those forms.
 TEST(NormLaunchShapes, SplitRowsAreRefusedWhereNoKernelTakesThem) {

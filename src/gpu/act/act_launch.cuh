@@ -2,9 +2,9 @@
 //
 // launch_act<kAct> is instantiated once per activation in its own translation unit
 // (act_silu.cu, act_gelu_tanh.cu, act_gelu.cu) so the three kernel sets compile in parallel. It
-// turns the dtype, the access width, the fp8 conversion (the hardware's e4m3fn, or software for
-// the format in the kernel's arguments: gpu/common/fp8_pack.cuh), the path and (for the block
-// reduction) the warp size into template arguments.
+// turns the dtype, the access width, the fp8 format (e4m3fn, or the format in the kernel's
+// arguments: gpu/common/fp8_pack.cuh), the path and (for the block reduction) the warp size into
+// template arguments.
 #pragma once
 
 #include <atomic>

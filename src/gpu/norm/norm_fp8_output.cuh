@@ -16,17 +16,17 @@
 namespace fusekit::gpu {
 
 // Whether K's kernels leave out the outputs of weight_after_cast, which the fp8 forms never take
-// (fusekit/norm.h; launch_norm_fp8 refuses it): where their codes are converted in software
-// (e4m3fnuz; on HIP both formats). There that second tail (finish_row_impl) held half of each
-// kernel's code, its conversions: the fp8 translation units' compile time is 21-35% shorter
-// without it. With the hardware's conversion the kernels keep it: without it, ptxas allocated
-// the kept tail differently (bf16 rms_norm_quant_fp8's four-group kernels spilled 8 bytes),
-// 0.92-1.06x the time across the fp8 forms on an H200 (bench/NOTES.md, "fp8 norm kernels
-// without their untaken tail").
+// (fusekit/norm.h; launch_norm_fp8 refuses it): those of the format in the arguments (e4m3fnuz
+// on CUDA; on HIP both formats), and e4m3fn's where converted in software. There that second tail
+// (finish_row_impl) held half of each kernel's code, its conversions: the fp8 translation units'
+// compile time is 21-35% shorter without it. With the hardware's e4m3fn conversion the kernels
+// keep it: without it, ptxas allocated the kept tail differently (bf16 rms_norm_quant_fp8's
+// four-group kernels spilled 8 bytes), 0.92-1.06x the time across the fp8 forms on an H200
+// (bench/NOTES.md, "fp8 norm kernels without their untaken tail").
 template <class K>
 FUSEKIT_HOST_DEVICE constexpr bool without_cast_first_outputs() {
   if constexpr (K::kFp8Out) {
-    return !hardware_fp8_codes<typename K::Fp8>();
+    return !(std::is_same_v<typename K::Fp8, detail::Fp8E4M3FN> && hardware_fp8_codes());
   } else {
     return false;
   }
@@ -83,7 +83,7 @@ FUSEKIT_DEVICE Packed<uint8_t, K::kGroup> quantize_output(const NormKernelArgs& 
                                                           const float (&y)[K::kGroup],
                                                           float inverse_scale) {
   using F = typename K::Fp8;
-  if constexpr (hardware_fp8_codes<F>()) {
+  if constexpr (hardware_fp8_codes()) {
     return quantize_group<F>(y, inverse_scale, a.fp8);
   } else {
     float v[K::kGroup];

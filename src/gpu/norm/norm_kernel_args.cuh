@@ -63,11 +63,12 @@ struct NormTraits {
   // arguments name (Fp8FormatInArgs, gpu/common/fp8_pack.cuh).
   using Fp8 = Fp8_;
   static constexpr bool kFp8Out = !std::is_void_v<Fp8_>;
-  // An fp8 output in the format some GPU of the platform converts in hardware.
+  // An fp8 output in the format NVIDIA's GPUs use, e4m3fn, which the platform's kernels take as
+  // a constant (CUDA; gpu/common/fp8_pack.cuh).
   static constexpr bool kHardwareFp8 =
       std::is_same_v<Fp8_, detail::Fp8E4M3FN> && platform_has_hardware_e4m3fn();
-  // out in x's dtype, or fp8 codes the hardware converts: the outputs the latency kernels (fixed
-  // thread counts, split rows) are built for.
+  // out in x's dtype, or e4m3fn codes on CUDA: the outputs the latency kernels (fixed thread
+  // counts, split rows) are built for.
   static constexpr bool kOutputInHardware = !kFp8Out || kHardwareFp8;
   using TO = std::conditional_t<kFp8Out, uint8_t, TX_>;  // out
   static_assert(!kFp8Out || kKind_ == NormKind::kRms, "fp8 output is an RMSNorm form");
@@ -88,10 +89,10 @@ struct NormTraits {
   // Exact registers kernels of one row per block with the row's thread count a template argument
   // (128, 256 and 512; norm_registers_kernel): the decode and mid-batch shapes of 16-bit rows,
   // where a call's time is mostly its instruction latency. For the fp8 forms also their large
-  // batches, where it is their instruction count (bench/NOTES.md, "Norm v37"), in the format
-  // the hardware converts (e4m3fn on CUDA): with the conversion in software the count's share
-  // of the instructions is smaller, and each fp8 format's kernels are already the longest
-  // compile of the build (these 54 more took 27% longer on HIP, per architecture).
+  // batches, where it is their instruction count (bench/NOTES.md, "Norm v37"), in e4m3fn on
+  // CUDA: with the conversion in software (HIP) the count's share of the instructions is
+  // smaller, and each fp8 kernel set is already among the longest compiles of the build (these 54
+  // more took 27% longer on HIP, per architecture).
   static constexpr bool kFixedRowThreads = kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware;
   // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common
   // call of a decode step, a weight (and LayerNorm's bias) and nothing else. Not the fp8 forms.
@@ -102,11 +103,11 @@ struct NormTraits {
   static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd);
   // Registers kernels whose rows' threads are split over a cluster's blocks (NormConfig::
   // split_blocks): 16-bit rows of one dtype, the decode shapes of the common models (every form,
-  // fp8 outputs in the hardware's format too; the coverings of norm_config.h's split_rows_cover,
-  // each also in the plain form where K has it: 38 kernels a form, 19 for the fp8 forms), where
-  // the platform has clusters. Not the fp8 format it converts in software (e4m3fnuz on CUDA,
-  // AMD's format, whose users run on AMD GPUs): as for the fixed-thread kernels, its 76 would
-  // lengthen the build's longest unit for a latency path no NVIDIA deployment takes.
+  // fp8 outputs in e4m3fn too; the coverings of norm_config.h's split_rows_cover, each also in
+  // the plain form where K has it: 38 kernels a form, 19 for the fp8 forms), where the platform
+  // has clusters. Not e4m3fnuz on CUDA (AMD's format, whose users run on AMD GPUs): as for the
+  // fixed-thread kernels, its 76 would lengthen one of the build's longest units for a latency
+  // path no NVIDIA deployment takes.
   static constexpr bool kSplitRowsBuilt =
       platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)

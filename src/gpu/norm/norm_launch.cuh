@@ -2,8 +2,8 @@
 //
 // launch_norm<kKind> is instantiated once per kind in its own translation unit (norm_rms.cu,
 // norm_layer.cu), and launch_norm_fp8 (RMSNorm with an fp8 output) in two more, one per kind of
-// fp8 conversion (norm_rms_fp8.cu: e4m3fn in hardware; norm_rms_fp8_software.cu: any format in
-// software), so the parts of the kernel set compile in parallel. They turn the runtime dtypes,
+// fp8 format (norm_rms_fp8.cu: e4m3fn; norm_rms_fp8_format_in_args.cu: the format in the
+// arguments), so the parts of the kernel set compile in parallel. They turn the runtime dtypes,
 // the add flag, the load width and the warp size into template arguments, and launch the
 // registers, cluster or staged kernel. Rows beyond what one grid can index go in several
 // launches.

@@ -1,8 +1,9 @@
 // RMSNorm and fused_add_rms_norm with an fp8 output (static or dynamic per-row scale), every
 // dtype combination: the entry that picks the kernel set for the format, and the e4m3fn kernels
 // of the platform that converts to it in hardware (CUDA; their GPUs before sm_89 convert in
-// software). The kernels that convert in software for any format (every format on HIP,
-// e4m3fnuz on CUDA) compile apart, in parallel (norm_rms_fp8_software.cu). See norm_launch.cuh.
+// software). The kernels that read the format from their arguments (every format on HIP,
+// e4m3fnuz on CUDA) compile apart, in parallel (norm_rms_fp8_format_in_args.cu). See
+// norm_launch.cuh.
 #include "core/fp8.h"
 #include "gpu/common/fp8_pack.cuh"
 #include "gpu/norm/norm_launch.cuh"
