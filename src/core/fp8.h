@@ -70,10 +70,10 @@ FUSEKIT_HOST_DEVICE constexpr uint32_t fp8_normal_float_bits(uint32_t e, uint32_
 
 // What the conversion and the dynamic scale need of a format, as plain values. float_to_fp8 and
 // fp8_row_scale are written once over it: with fp8_spec_of<F>() every field is a compile-time
-// constant the compiler folds into the instructions, and kernels that convert in software (every
-// format on HIP, e4m3fnuz on CUDA) take it from their arguments instead, so one kernel set serves
-// both formats (on NVIDIA the fields are constant-bank operands, on AMD scalar registers). See
-// gpu/common/fp8_pack.cuh.
+// constant the compiler folds into the instructions, and the kernels of the format in their
+// arguments (every format on HIP, e4m3fnuz on CUDA) take it from there instead, so one kernel set
+// serves both formats (on NVIDIA the fields are constant-bank operands, on AMD scalar registers).
+// See gpu/common/fp8_pack.cuh.
 struct Fp8Spec {
   Fp8Format format;          // which of the two it describes
   uint32_t rebias;           // (127 - bias) << 3: float exponent field -> fp8's, at code scale

@@ -24,8 +24,8 @@
 
 namespace fusekit::gpu {
 
-// The kernels' format tag for codes converted in software in the format the kernel's arguments
-// name (their detail::Fp8Spec, made by detail::fp8_spec).
+// The kernels' format tag for codes in the format the kernel's arguments name (their
+// detail::Fp8Spec, made by detail::fp8_spec).
 struct Fp8FormatInArgs {};
 
 // Whether the device code being compiled converts fp8 codes in hardware, every format (CUDA
@@ -68,8 +68,8 @@ FUSEKIT_HOST_DEVICE detail::Fp8Spec codes_spec(const detail::Fp8Spec& from_args)
   }
 }
 
-// Calls f(detail::Fp8E4M3FN{}) for the format some GPU of the platform converts in hardware
-// (e4m3fn on CUDA: its kernels also hold the software conversion for GPUs before sm_89), else
+// Calls f(detail::Fp8E4M3FN{}) for e4m3fn on the platform some of whose GPUs convert to it in
+// hardware (CUDA: its kernels also hold the software conversion for GPUs before sm_89), else
 // f(Fp8FormatInArgs{}). Kernels of the second kind read the format from their arguments.
 template <typename Fn>
 decltype(auto) dispatch_codes_format(Fp8Format format, Fn&& f) {
