@@ -35,7 +35,9 @@ inline float fp16_to_float(uint16_t h) {
   const uint32_t mantissa = h & 0x3ffu;
   // Every range's result is computed and one selected, with no branch (loops over it vectorize).
   const uint32_t normal = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  const uint32_t inf_nan = sign | 0x7f800000u | (mantissa << 13);
+  // A NaN comes out quiet (its payload kept), as the hardware conversions give it.
+  const uint32_t inf_nan =
+      sign | 0x7f800000u | (mantissa << 13) | (mantissa != 0 ? 0x00400000u : 0u);
   // Subnormal or zero: value = mantissa * 2^-24, exact.
   const uint32_t subnormal =
       sign | float_bits(static_cast<float>(mantissa) * 5.9604644775390625e-8f);

@@ -7,12 +7,17 @@
 // the loops (weight_after_cast, absent weight or bias, both fp8 formats, static and dynamic
 // scales), and every buffer each run wrote is compared byte for byte. The inputs are random
 // normal values: NaN bits (sign, payload) are the one thing IEEE leaves open, and are not
-// compared. Skipped where the CPU or the build has the baseline alone.
+// compared there. Skipped where the CPU or the build has the baseline alone. The fp16 rows'
+// conversions, F16C's where the CPU has it, are checked on their own against the software ones,
+// over every fp16 pattern and the floats around every rounding boundary, NaN bits included.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "act_cases.h"
+#include "core/half.h"
 #include "cpu/common/cpu_isa.h"
+#include "cpu/common/row_convert.h"
 #include "gtest/gtest.h"
 #include "norm_cases.h"
 #include "norm_fp8_cases.h"
@@ -152,6 +157,75 @@ TEST(CpuIsa, ActWritesTheSameBitsInBothBuilds) {
         }
       }
     }
+  }
+}
+
+// fp16 rows' conversions (cpu/common/row_convert.h): F16C's, where the CPU has it, give
+// core/half.h's bits, NaN included, on every fp16 pattern and on floats at and around every
+// rounding boundary. The runs have odd lengths, so the tails past the last eight are covered.
+std::vector<uint32_t> widen_bits(const std::vector<uint16_t>& halves) {
+  std::vector<float> floats(halves.size(), -1.0f);
+  const auto* src = reinterpret_cast<const detail::HostHalf*>(halves.data());
+  for (size_t j0 = 0, run = 1; j0 < halves.size(); j0 += run, run = run % 19 + 1) {
+    const int64_t count = static_cast<int64_t>(std::min(run, halves.size() - j0));
+    detail::widen_row(src + j0, floats.data() + j0, count);
+  }
+  std::vector<uint32_t> bits(floats.size());
+  for (size_t j = 0; j < floats.size(); ++j) bits[j] = detail::float_bits(floats[j]);
+  return bits;
+}
+
+std::vector<uint16_t> narrow_bits(const std::vector<float>& floats) {
+  std::vector<uint16_t> halves(floats.size(), 0xdeadu & 0xffffu);
+  auto* dst = reinterpret_cast<detail::HostHalf*>(halves.data());
+  for (size_t j0 = 0, run = 1; j0 < floats.size(); j0 += run, run = run % 19 + 1) {
+    const int64_t count = static_cast<int64_t>(std::min(run, floats.size() - j0));
+    detail::narrow_row(floats.data() + j0, dst + j0, count);
+  }
+  return halves;
+}
+
+constexpr const char* kNoF16c = "this CPU or build has no F16C conversions";
+
+TEST(CpuIsa, Fp16RowsWidenToTheSoftwareBits) {
+  if (!detail::cpu_has_f16c()) GTEST_SKIP() << kNoF16c;
+  std::vector<uint16_t> halves(1u << 16);
+  for (uint32_t h = 0; h < halves.size(); ++h) halves[h] = static_cast<uint16_t>(h);
+  const std::vector<uint32_t> fast = widen_bits(halves);
+  std::vector<uint32_t> slow;
+  {
+    BaselineForced baseline;
+    slow = widen_bits(halves);
+  }
+  for (uint32_t h = 0; h < halves.size(); ++h) {
+    const uint32_t expected = detail::float_bits(detail::fp16_to_float(static_cast<uint16_t>(h)));
+    ASSERT_EQ(fast[h], expected) << "fp16 pattern " << h << " (F16C)";
+    ASSERT_EQ(slow[h], expected) << "fp16 pattern " << h << " (software)";
+  }
+}
+
+TEST(CpuIsa, Fp16RowsNarrowToTheSoftwareBits) {
+  if (!detail::cpu_has_f16c()) GTEST_SKIP() << kNoF16c;
+  // Every sign, exponent and top seven mantissa bits, each with low halves at and around fp16's
+  // rounding boundaries for normal results (bit 12: half an ulp) and a few others; the high
+  // halves cover the subnormal results' boundaries (bits 13 and up) and NaN payloads.
+  const uint32_t low_halves[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001,
+                                 0x1fff, 0x2000, 0x3000, 0x8001, 0xffff};
+  std::vector<float> floats;
+  for (uint32_t high = 0; high < (1u << 16); ++high) {
+    for (uint32_t low : low_halves) floats.push_back(detail::bits_float(high << 16 | low));
+  }
+  const std::vector<uint16_t> fast = narrow_bits(floats);
+  std::vector<uint16_t> slow;
+  {
+    BaselineForced baseline;
+    slow = narrow_bits(floats);
+  }
+  for (size_t j = 0; j < floats.size(); ++j) {
+    const uint16_t expected = detail::float_to_fp16(floats[j]);
+    ASSERT_EQ(fast[j], expected) << "float bits " << detail::float_bits(floats[j]) << " (F16C)";
+    ASSERT_EQ(slow[j], expected) << "float bits " << detail::float_bits(floats[j])
+                                 << " (software)";
   }
 }
 

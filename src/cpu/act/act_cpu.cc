@@ -5,7 +5,8 @@
 // (CMakeLists.txt) for that reason. Rows are independent and split across OpenMP threads when
 // OpenMP is available and the call is large enough (cpu/common/parallel.h); each row's loops run
 // compiled for AVX2 + FMA where the CPU has them (cpu/common/cpu_isa.h), with the same bits, and
-// are written to vectorize: one pass per loop, no branch in a loop's body.
+// are written to vectorize: one pass per loop, no branch in a loop's body. A row is converted
+// from and to its dtype a run at a time, through local float32 arrays (cpu/common/row_convert.h).
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "cpu/common/cpu_isa.h"
 #include "cpu/common/fp8_rows.h"
 #include "cpu/common/parallel.h"
+#include "cpu/common/row_convert.h"
 
 namespace fusekit::detail {
 namespace {
@@ -37,18 +39,29 @@ void act_rows(const ActProblem& p) {
       if (!p.quantize) {
         T* out = static_cast<T*>(p.out) + row * p.out_stride;
         for_this_cpu([&] {
-          for (int64_t j = 0; j < n; ++j) {
-            out[j] = from_float<T>(ActMath<kAct>::value(to_float(gate[j])) * to_float(up[j]));
-          }
+          for_each_chunk(n, [&](int64_t j0, int64_t count) {
+            float g_buffer[kConvertChunk], u_buffer[kConvertChunk], y_buffer[kConvertChunk];
+            const float* g = floats_of(gate + j0, count, g_buffer);
+            const float* u = floats_of(up + j0, count, u_buffer);
+            float* y = results_for(out + j0, y_buffer);
+            for (int64_t k = 0; k < count; ++k) y[k] = ActMath<kAct>::value(g[k]) * u[k];
+            store_results(y, out + j0, count);
+          });
         });
         continue;
       }
       float* y_row = y.data();
       float max_abs = 0.0f;
       for_this_cpu([&] {
-        for (int64_t j = 0; j < n; ++j) {
-          y_row[j] = ActMath<kAct>::template value<Fp8Ops>(to_float(gate[j])) * to_float(up[j]);
-        }
+        for_each_chunk(n, [&](int64_t j0, int64_t count) {
+          float g_buffer[kConvertChunk], u_buffer[kConvertChunk];
+          const float* g = floats_of(gate + j0, count, g_buffer);
+          const float* u = floats_of(up + j0, count, u_buffer);
+          float* y = y_row + j0;
+          for (int64_t k = 0; k < count; ++k) {
+            y[k] = ActMath<kAct>::template value<Fp8Ops>(g[k]) * u[k];
+          }
+        });
         max_abs = row_max_abs(y_row, n);
       });
       uint8_t* out = static_cast<uint8_t*>(p.out) + row * p.out_stride;
@@ -75,16 +88,25 @@ void act_backward_rows(const ActBackwardProblem& p) {
     T* grad_gate = static_cast<T*>(p.grad_gate) + row * p.grad_gate_stride;
     T* grad_up = static_cast<T*>(p.grad_up) + row * p.grad_up_stride;
     for_this_cpu([&] {
-      const int64_t n = p.cols;
-      for (int64_t j = 0; j < n; ++j) {
-        const float g = to_float(gate[j]);
-        const float dy = to_float(grad_out[j]);
-        const float u = to_float(up[j]);
-        const float dg = (dy * u) * ActMath<kAct>::derivative(g);
-        const float du = dy * ActMath<kAct>::value(g);
-        grad_gate[j] = from_float<T>(dg);
-        grad_up[j] = from_float<T>(du);
-      }
+      for_each_chunk(p.cols, [&](int64_t j0, int64_t count) {
+        float g_buffer[kConvertChunk], dy_buffer[kConvertChunk], u_buffer[kConvertChunk];
+        float dg_buffer[kConvertChunk], du_buffer[kConvertChunk];
+        const float* g = floats_of(gate + j0, count, g_buffer);
+        const float* dy = floats_of(grad_out + j0, count, dy_buffer);
+        const float* u = floats_of(up + j0, count, u_buffer);
+        float* dg = results_for(grad_gate + j0, dg_buffer);
+        float* du = results_for(grad_up + j0, du_buffer);
+        for (int64_t k = 0; k < count; ++k) {
+          // Both read before either is written: a gradient may share its input's memory.
+          const float gate_k = g[k];
+          const float dy_k = dy[k];
+          const float up_k = u[k];
+          dg[k] = (dy_k * up_k) * ActMath<kAct>::derivative(gate_k);
+          du[k] = dy_k * ActMath<kAct>::value(gate_k);
+        }
+        store_results(dg, grad_gate + j0, count);
+        store_results(du, grad_up + j0, count);
+      });
     });
   }
 }

@@ -52,6 +52,17 @@ inline bool cpu_has_avx2_fma() {
 #endif
 }
 
+// Whether this CPU has F16C's fp16 conversions (and this build can use them): the fp16 rows'
+// conversions (cpu/common/row_convert.cc) take them where it does.
+inline bool cpu_has_f16c() {
+#if FUSEKIT_CPU_AVX2_VARIANT
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+#else
+  return false;
+#endif
+}
+
 // Set by tests to run the baseline variant on a CPU that has the other, so that both are checked
 // against each other bit for bit (tests/cpp/test_cpu_isa.cc).
 inline std::atomic<bool>& cpu_baseline_forced() {

@@ -8,8 +8,8 @@
 // compiled for AVX2 + FMA where the CPU has them (cpu/common/cpu_isa.h), with the same bits, in
 // loops written to vectorize (no branch in a loop's body).
 //
-// fp8 output: y is formed by exactly the float32 operations that give the plain output (one
-// function, y_of, serves both), then quantized with the helpers of core/fp8.h, so the codes and
+// fp8 output: y is formed by exactly the float32 operations that give the plain output (the same
+// loops, write_row's, serve both), then quantized with the helpers of core/fp8.h, so the codes and
 // scales are those of quantizing the plain op's float32 values.
 #include <cmath>
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "cpu/common/cpu_isa.h"
 #include "cpu/common/fp8_rows.h"
 #include "cpu/common/parallel.h"
+#include "cpu/common/row_convert.h"
 #include "norm/norm_problem.h"
 
 namespace fusekit::detail {
@@ -47,22 +48,15 @@ void lane_sums(const float* h, int64_t n, float* acc, const Term& term) {
   for (int l = 0; l < kLanes; ++l) acc[l] = lanes[l];
 }
 
-// Calls f(std::bool_constant<a>{}, std::bool_constant<b>{}, std::bool_constant<c>{}): the output
-// loops' per-call choices as compile-time constants, so that each loop body has no branch.
+// Calls f(std::bool_constant<a>{}, std::bool_constant<b>{}): the output loops' per-call choices
+// as compile-time constants, so that each loop body has no branch.
 template <typename F>
-void with_flags(bool a, bool b, bool c, const F& f) {
-  auto third = [&](auto a_c, auto b_c) {
-    if (c) {
-      f(a_c, b_c, std::true_type{});
-    } else {
-      f(a_c, b_c, std::false_type{});
-    }
-  };
-  auto second = [&](auto a_c) {
+void with_flags(bool a, bool b, const F& f) {
+  const auto second = [&](auto a_c) {
     if (b) {
-      third(a_c, std::true_type{});
+      f(a_c, std::true_type{});
     } else {
-      third(a_c, std::false_type{});
+      f(a_c, std::false_type{});
     }
   };
   if (a) {
@@ -74,31 +68,30 @@ void with_flags(bool a, bool b, bool c, const F& f) {
 
 // A row's work in four stages, each its own function so that each is compiled for only the types
 // it depends on (a call's stages are picked once, below): h from x and the residual (x's and the
-// residual's dtypes), the statistics (none), the outputs (x's and the weight's), and for fp8
-// outputs the codes (the format). Each stage's loops run through for_this_cpu.
+// residual's dtypes), the statistics (none), the outputs (x's; the weight and bias are float32 by
+// then, RowConstants), and for fp8 outputs the codes (the format). Each stage's loops run through
+// for_this_cpu, and convert to and from 16-bit dtypes a run at a time (cpu/common/row_convert.h).
 
 // h = x + residual rounded to the residual's dtype (written to residual_out too), or x.
 template <typename TX, typename TR>
 void load_row(const NormProblem& p, int64_t row, float* h) {
   const int64_t n = p.cols;
   const TX* x = static_cast<const TX*>(p.x) + row * p.x_stride;
-  if (p.add_residual) {
-    const TR* r = static_cast<const TR*>(p.residual) + row * p.residual_stride;
-    TR* r_out = static_cast<TR*>(p.residual_out) + row * p.residual_out_stride;
-    for_this_cpu([&] {
-      for (int64_t j = 0; j < n; ++j) {
-        // The sum rounded to the residual's dtype, as a float; converting it back is exact. (A
-        // TR value kept across both stores stopped the loop from vectorizing.)
-        const float sum = to_float(from_float<TR>(to_float(x[j]) + to_float(r[j])));
-        h[j] = sum;
-        r_out[j] = from_float<TR>(sum);
-      }
+  const TR* r = p.add_residual ? static_cast<const TR*>(p.residual) + row * p.residual_stride
+                               : nullptr;
+  TR* r_out = p.add_residual
+                  ? static_cast<TR*>(p.residual_out) + row * p.residual_out_stride
+                  : nullptr;
+  for_this_cpu([&] {
+    if (r == nullptr) return widen_row(x, h, n);
+    for_each_chunk(n, [&](int64_t j0, int64_t count) {
+      float x_buffer[kConvertChunk], r_buffer[kConvertChunk];
+      const float* x_run = floats_of(x + j0, count, x_buffer);
+      const float* r_run = floats_of(r + j0, count, r_buffer);
+      for (int64_t k = 0; k < count; ++k) h[j0 + k] = x_run[k] + r_run[k];
+      store_rounded(h + j0, r_out + j0, count);  // h: the sum as stored
     });
-  } else {
-    for_this_cpu([&] {
-      for (int64_t j = 0; j < n; ++j) h[j] = to_float(x[j]);
-    });
-  }
+  });
 }
 
 struct RowStatistics {
@@ -129,43 +122,43 @@ RowStatistics row_statistics(const NormProblem& p, const float* h) {
 
 // The outputs of y, the float32 value of element j that the output is rounded (or quantized) from,
 // in the GPU kernels' order (output_values, gpu/norm/norm_group_io.cuh): RMSNorm weighs h before
-// it scales it, (h * w) * rstd, unless weight_after_cast; the weight without one is 1. For fp8
-// outputs y goes back into h (y_of(j) reads h[j] alone) for quantize_row.
-template <typename TX, typename TW>
-void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s) {
+// it scales it, (h * w) * rstd, unless weight_after_cast; the weight without one is 1. y goes
+// back into h (element j's loop reads h[j] alone), then to the output, or for fp8 outputs to
+// quantize_row; a float32 output takes y directly. `weight` is the call's weight plus its offset and `bias` its bias, as float32
+// (RowConstants); either may be absent.
+template <typename TX>
+void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, const float* weight,
+               const float* bias) {
   const int64_t n = p.cols;
   const bool layer = p.kind == NormKind::kLayer;
-  const auto* weight = static_cast<const TW*>(p.weight);
-  const auto* bias = static_cast<const TW*>(p.bias);
-  const float offset = p.weight_offset;
   const float mean = s.mean;
   const float rstd = s.rstd;
   TX* out = p.out_fp8 ? nullptr : static_cast<TX*>(p.out) + row * p.out_stride;
-  const auto write = [&](const auto& y_of) {
-    for_this_cpu([&] {
-      if (out == nullptr) {
-        for (int64_t j = 0; j < n; ++j) h[j] = y_of(j);
-      } else {
-        for (int64_t j = 0; j < n; ++j) out[j] = from_float<TX>(y_of(j));
-      }
-    });
-  };
-  if (!layer && !p.weight_after_cast && weight != nullptr) {
-    write([&](int64_t j) { return (h[j] * (to_float(weight[j]) + offset)) * rstd; });
-  } else if (!layer && !p.weight_after_cast) {
-    write([&](int64_t j) { return (h[j] * 1.0f) * rstd; });
-  } else {
-    with_flags(p.weight_after_cast, weight != nullptr, bias != nullptr,
-               [&](auto after_cast, auto weighted, auto biased) {
-                 write([&](int64_t j) {
-                   float v = (h[j] - mean) * rstd;
-                   if constexpr (after_cast) v = to_float(from_float<TX>(v));
-                   if constexpr (weighted) v *= to_float(weight[j]) + offset;
-                   if constexpr (biased) v += to_float(bias[j]);
-                   return v;
-                 });
-               });
-  }
+  float* y = out != nullptr ? results_for(out, h) : h;  // h, or a float32 output itself
+  for_this_cpu([&] {
+    if (!layer && !p.weight_after_cast && weight != nullptr) {
+      for (int64_t j = 0; j < n; ++j) y[j] = (h[j] * weight[j]) * rstd;
+    } else if (!layer && !p.weight_after_cast) {
+      for (int64_t j = 0; j < n; ++j) y[j] = (h[j] * 1.0f) * rstd;
+    } else {
+      with_flags(weight != nullptr, bias != nullptr, [&](auto weighted, auto biased) {
+        const auto affine = [&](float v, int64_t j) {
+          if constexpr (weighted) v *= weight[j];
+          if constexpr (biased) v += bias[j];
+          return v;
+        };
+        if (p.weight_after_cast) {
+          // The normalized value rounded to x's dtype before the weight and bias.
+          for (int64_t j = 0; j < n; ++j) y[j] = (h[j] - mean) * rstd;
+          round_row<TX>(y, n);
+          for (int64_t j = 0; j < n; ++j) y[j] = affine(y[j], j);
+        } else {
+          for (int64_t j = 0; j < n; ++j) y[j] = affine((h[j] - mean) * rstd, j);
+        }
+      });
+    }
+    if (out != nullptr) store_results(y, out, n);
+  });
 }
 
 // Row `row` of an fp8 out: codes of y (the row's float32 values, saturated to float32's range
@@ -188,8 +181,33 @@ void quantize_row(const NormProblem& p, int64_t row, float* y, float static_inve
   for_this_cpu([&] { quantize_row_codes<F>(y, n, inverse, out); });
 }
 
+// The call's weight (plus its offset) and bias as float32, converted once for every row.
+struct RowConstants {
+  std::vector<float> weight;  // empty: no weight
+  std::vector<float> bias;    // empty: no bias
+
+  explicit RowConstants(const NormProblem& p) {
+    const int64_t n = p.cols;
+    dispatch_float_dtype(p.weight_dtype, [&](auto w_tag) {
+      using TW = typename decltype(w_tag)::type;
+      if (p.weight != nullptr) {
+        weight.resize(static_cast<size_t>(n));
+        widen_row(static_cast<const TW*>(p.weight), weight.data(), n);
+        for (float& w : weight) w += p.weight_offset;
+      }
+      if (p.bias != nullptr) {
+        bias.resize(static_cast<size_t>(n));
+        widen_row(static_cast<const TW*>(p.bias), bias.data(), n);
+      }
+    });
+  }
+  const float* weight_or_null() const { return weight.empty() ? nullptr : weight.data(); }
+  const float* bias_or_null() const { return bias.empty() ? nullptr : bias.data(); }
+};
+
 using LoadRow = void (*)(const NormProblem&, int64_t, float*);
-using WriteRow = void (*)(const NormProblem&, int64_t, float*, RowStatistics);
+using WriteRow = void (*)(const NormProblem&, int64_t, float*, RowStatistics, const float*,
+                          const float*);
 using QuantizeRow = void (*)(const NormProblem&, int64_t, float*, float);
 
 void norm_rows(const NormProblem& p, LoadRow load, WriteRow write, QuantizeRow quantize) {
@@ -197,6 +215,9 @@ void norm_rows(const NormProblem& p, LoadRow load, WriteRow write, QuantizeRow q
   // A static fp8 scale: one reciprocal per call (read here, on the host, for CPU tensors).
   const float static_inverse =
       p.out_fp8 && p.static_scale != nullptr ? fp8_inverse_scale(*p.static_scale) : 0.0f;
+  const RowConstants constants(p);
+  const float* weight = constants.weight_or_null();
+  const float* bias = constants.bias_or_null();
 
 #if defined(_OPENMP)
 #pragma omp parallel if (cpu_parallel_worthwhile(p.rows, p.rows * n))
@@ -209,7 +230,7 @@ void norm_rows(const NormProblem& p, LoadRow load, WriteRow write, QuantizeRow q
     for (int64_t row = 0; row < p.rows; ++row) {
       load(p, row, h.data());
       const RowStatistics s = row_statistics(p, h.data());
-      write(p, row, h.data(), s);
+      write(p, row, h.data(), s, weight, bias);
       if (quantize != nullptr) quantize(p, row, h.data(), static_inverse);
       if (p.rstd != nullptr) p.rstd[row] = s.rstd;
       if (p.mean != nullptr) p.mean[row] = s.mean;
@@ -228,9 +249,7 @@ Status run_norm_cpu(const NormProblem& p) {
     dispatch_float_dtype(p.source_dtype(), [&](auto r_tag) {
       load = &load_row<TX, typename decltype(r_tag)::type>;
     });
-    dispatch_float_dtype(p.weight_dtype, [&](auto w_tag) {
-      write = &write_row<TX, typename decltype(w_tag)::type>;
-    });
+    write = &write_row<TX>;
   });
   if (p.out_fp8) {
     dispatch_fp8_format(p.out_fp8_format, [&](auto format_tag) {
