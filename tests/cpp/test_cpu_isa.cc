@@ -1,6 +1,6 @@
 // The CPU backend's two builds of its row loops (src/cpu/common/cpu_isa.h): the AVX2 + FMA one,
-// taken where the CPU has both, and the build's baseline one (the forward ops and the gated
-// activations' backward; the norm backward pass has one build). They must write the same bits,
+// taken where the CPU has both, and the build's baseline one (every op, the backward passes
+// included). They must write the same bits,
 // since the CPU backend is the reference the GPU's fp8 codes are checked against and a result
 // must not depend on the machine. Every op runs here once in each, over the three dtypes, widths
 // that are and are not multiples of the vector width, strided rows and the options that change
@@ -19,6 +19,7 @@
 #include "cpu/common/cpu_isa.h"
 #include "cpu/common/row_convert.h"
 #include "gtest/gtest.h"
+#include "norm_backward_cases.h"
 #include "norm_cases.h"
 #include "norm_fp8_cases.h"
 #include "test_support.h"
@@ -154,6 +155,36 @@ TEST(CpuIsa, ActWritesTheSameBitsInBothBuilds) {
             ASSERT_TRUE(fast.status.ok()) << fast.status.to_string();
             EXPECT_TRUE(same_act_outputs(c, fast, slow));
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuIsa, NormBackwardWritesTheSameBitsInBothBuilds) {
+  if (!detail::cpu_has_avx2_fma()) GTEST_SKIP() << kBaselineOnly;
+  BackwardRun (*run)(const BackwardCase&, Backend) = run_backward_case;
+  for (BackwardOp op : {BackwardOp::kRms, BackwardOp::kAddRms, BackwardOp::kLayer,
+                        BackwardOp::kAddLayer}) {
+    for (DType dtype : kDtypes) {
+      for (int64_t cols : kWidths) {
+        for (int variant = 0; variant < 2; ++variant) {
+          BackwardCase c;
+          c.op = op;
+          c.grad_dtype = c.x_dtype = dtype;
+          c.weight_dtype = variant == 1 ? DType::kFloat32 : dtype;
+          c.rows = 5;
+          c.cols = cols;
+          c.pad = variant == 1 ? 3 : 0;
+          c.has_weight = !(variant == 1 && backward_is_layer(op));
+          c.weight_grad = c.has_weight;
+          c.weight_offset = variant == 1 && !backward_is_layer(op) ? 1.0f : 0.0f;
+          c.seed = static_cast<uint32_t>(cols + variant);
+          SCOPED_TRACE(c.name());
+          const auto [fast, slow] = run_both(c, run);
+          ASSERT_TRUE(fast.status.ok()) << fast.status.to_string();
+          EXPECT_TRUE(same_bytes({&fast.grad_x, &fast.grad_weight, &fast.grad_bias},
+                                 {&slow.grad_x, &slow.grad_weight, &slow.grad_bias}));
         }
       }
     }

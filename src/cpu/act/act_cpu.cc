@@ -97,7 +97,8 @@ void act_backward_rows(const ActBackwardProblem& p) {
         float* dg = results_for(grad_gate + j0, dg_buffer);
         float* du = results_for(grad_up + j0, du_buffer);
         for (int64_t k = 0; k < count; ++k) {
-          // Both read before either is written: a gradient may share its input's memory.
+          // Read once into locals: a store through dg might alias the inputs as far as the
+          // compiler knows, and would stop it sharing value's and derivative's common terms.
           const float gate_k = g[k];
           const float dy_k = dy[k];
           const float up_k = u[k];

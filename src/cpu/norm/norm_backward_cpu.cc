@@ -5,28 +5,30 @@
 // its rows' input gradients and sums grad_out * xhat and grad_out into its own workspace row, in
 // row order; a second pass adds the workspace rows in partial order. So the parameter gradients
 // are the same whatever the thread count, and match the GPU's two-pass structure. Row sums use
-// eight interleaved accumulators combined in a fixed order, as the forward CPU backend does.
+// eight interleaved accumulators combined in a fixed order (cpu/common/lane_sum.h), as the forward
+// CPU backend does. As there, each row's loops run compiled for AVX2 + FMA where the CPU has them
+// (cpu/common/cpu_isa.h), with the same bits, written to vectorize; the weight is converted to
+// float32 once per call, and rows from and to 16-bit dtypes a run at a time
+// (cpu/common/row_convert.h).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "cpu/common/cpu_isa.h"
+#include "cpu/common/lane_sum.h"
+#include "cpu/common/row_convert.h"
 #include "norm/norm_backward_problem.h"
 
 namespace fusekit::detail {
 namespace {
 
-constexpr int kLanes = 8;
-
-inline float sum_fixed_order(const float* acc) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-// TG: grad_out; TH: x, grad_x and grad_extra; TW: weight.
-template <typename TG, typename TH, typename TW>
-void backward_rows(const NormBackwardProblem& p) {
+// TG: grad_out; TH: x, grad_x and grad_extra. `weight`: the call's weight plus its offset, as
+// float32 (made once per call), or null for none.
+template <typename TG, typename TH>
+void backward_rows(const NormBackwardProblem& p, const float* weight) {
   const int64_t n = p.cols;
   const bool layer = p.kind == NormKind::kLayer;
-  const auto* weight = static_cast<const TW*>(p.weight);
   const int64_t ws_row = p.workspace_row();
   const float inv_n = 1.0f / static_cast<float>(n);
 
@@ -34,7 +36,9 @@ void backward_rows(const NormBackwardProblem& p) {
 #pragma omp parallel
 #endif
   {
-    std::vector<float> xhat(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+    // A row's xhat, grad_out and g = grad_out * weight as float32.
+    std::vector<float> xhat(static_cast<size_t>(n)), dy(static_cast<size_t>(n)),
+        g(static_cast<size_t>(n));
 #if defined(_OPENMP)
 #pragma omp for schedule(static)
 #endif
@@ -43,37 +47,52 @@ void backward_rows(const NormBackwardProblem& p) {
       float* acc_b = nullptr;
       if (p.grad_weight != nullptr) acc_w = p.workspace + part * ws_row + p.weight_offset_in_row();
       if (p.grad_bias != nullptr) acc_b = p.workspace + part * ws_row + p.bias_offset_in_row();
-      for (int64_t j = 0; j < n; ++j) {
-        if (acc_w != nullptr) acc_w[j] = 0.0f;
-        if (acc_b != nullptr) acc_b[j] = 0.0f;
+      for (float* acc : {acc_w, acc_b}) {
+        if (acc != nullptr) std::fill(acc, acc + n, 0.0f);
       }
       for (int64_t row = p.first_row(part); row < p.first_row(part + 1); ++row) {
-        const TG* dy = static_cast<const TG*>(p.grad_out) + row * p.grad_out_stride;
-        const TH* h = static_cast<const TH*>(p.x) + row * p.x_stride;
-        TH* dx = static_cast<TH*>(p.grad_x) + row * p.grad_x_stride;
-        const float rstd = p.rstd[row];
-        const float mean = layer ? p.mean[row] : 0.0f;
-        float sum_gx[kLanes] = {};
-        float sum_g[kLanes] = {};
-        for (int64_t j = 0; j < n; ++j) {
-          const float w = weight != nullptr ? to_float(weight[j]) + p.weight_offset : 1.0f;
-          xhat[j] = (to_float(h[j]) - mean) * rstd;
-          g[j] = to_float(dy[j]) * w;
-          sum_gx[j % kLanes] += g[j] * xhat[j];
-          sum_g[j % kLanes] += g[j];
-        }
-        const float mean_gx = sum_fixed_order(sum_gx) * inv_n;
-        const float mean_g = layer ? sum_fixed_order(sum_g) * inv_n : 0.0f;
+        const TG* dy_row = static_cast<const TG*>(p.grad_out) + row * p.grad_out_stride;
+        const TH* h_row = static_cast<const TH*>(p.x) + row * p.x_stride;
         const TH* extra = p.grad_extra != nullptr
                               ? static_cast<const TH*>(p.grad_extra) + row * p.grad_extra_stride
                               : nullptr;
-        for (int64_t j = 0; j < n; ++j) {
-          float d = rstd * (g[j] - mean_g - xhat[j] * mean_gx);
-          if (extra != nullptr) d += to_float(extra[j]);
-          dx[j] = from_float<TH>(d);
-          if (acc_w != nullptr) acc_w[j] += to_float(dy[j]) * xhat[j];
-          if (acc_b != nullptr) acc_b[j] += to_float(dy[j]);
-        }
+        TH* dx = static_cast<TH*>(p.grad_x) + row * p.grad_x_stride;
+        const float rstd = p.rstd[row];
+        const float mean = layer ? p.mean[row] : 0.0f;
+        for_this_cpu([&] {
+          float* xh = xhat.data();
+          float* d = dy.data();
+          float* gw = g.data();
+          widen_row(h_row, xh, n);
+          widen_row(dy_row, d, n);
+          for (int64_t j = 0; j < n; ++j) xh[j] = (xh[j] - mean) * rstd;
+          if (weight != nullptr) {
+            for (int64_t j = 0; j < n; ++j) gw[j] = d[j] * weight[j];
+          } else {
+            for (int64_t j = 0; j < n; ++j) gw[j] = d[j] * 1.0f;
+          }
+          const float mean_gx = lane_sum(n, [&](int64_t j) { return gw[j] * xh[j]; }) * inv_n;
+          const float mean_g = layer ? lane_sum(n, [&](int64_t j) { return gw[j]; }) * inv_n
+                                     : 0.0f;
+          for_each_chunk(n, [&](int64_t j0, int64_t count) {
+            float extra_buffer[kConvertChunk], dx_buffer[kConvertChunk];
+            float* dx_run = results_for(dx + j0, dx_buffer);
+            const auto dx_of = [&](int64_t j) { return rstd * (gw[j] - mean_g - xh[j] * mean_gx); };
+            if (extra != nullptr) {
+              const float* extra_run = floats_of(extra + j0, count, extra_buffer);
+              for (int64_t k = 0; k < count; ++k) dx_run[k] = dx_of(j0 + k) + extra_run[k];
+            } else {
+              for (int64_t k = 0; k < count; ++k) dx_run[k] = dx_of(j0 + k);
+            }
+            store_results(dx_run, dx + j0, count);
+          });
+          if (acc_w != nullptr) {
+            for (int64_t j = 0; j < n; ++j) acc_w[j] += d[j] * xh[j];
+          }
+          if (acc_b != nullptr) {
+            for (int64_t j = 0; j < n; ++j) acc_b[j] += d[j];
+          }
+        });
       }
     }
   }
@@ -105,14 +124,21 @@ void reduce_partials(const NormBackwardProblem& p) {
 }  // namespace
 
 Status run_norm_backward_cpu(const NormBackwardProblem& p) {
+  // The weight plus its offset, converted once for every row.
+  std::vector<float> weight;
+  if (p.weight != nullptr) {
+    weight.resize(static_cast<size_t>(p.cols));
+    dispatch_float_dtype(p.weight_dtype, [&](auto w_tag) {
+      widen_row(static_cast<const typename decltype(w_tag)::type*>(p.weight), weight.data(),
+                p.cols);
+    });
+    for (float& w : weight) w += p.weight_offset;
+  }
   dispatch_float_dtype(p.grad_out_dtype, [&](auto g_tag) {
     using TG = typename decltype(g_tag)::type;
     dispatch_float_dtype(p.x_dtype, [&](auto h_tag) {
-      using TH = typename decltype(h_tag)::type;
-      dispatch_float_dtype(p.weight_dtype, [&](auto w_tag) {
-        using TW = typename decltype(w_tag)::type;
-        backward_rows<TG, TH, TW>(p);
-      });
+      backward_rows<TG, typename decltype(h_tag)::type>(p, weight.empty() ? nullptr
+                                                                          : weight.data());
     });
   });
   if (p.param_grads()) {

@@ -20,33 +20,13 @@
 #include "core/fp8.h"
 #include "cpu/common/cpu_isa.h"
 #include "cpu/common/fp8_rows.h"
+#include "cpu/common/lane_sum.h"
 #include "cpu/common/parallel.h"
 #include "cpu/common/row_convert.h"
 #include "norm/norm_problem.h"
 
 namespace fusekit::detail {
 namespace {
-
-constexpr int kLanes = 8;
-
-inline float sum_fixed_order(const float* acc) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-// acc[j % kLanes] = the sum of term(h[j]) over every j, in order from 0, written as whole blocks of
-// kLanes (which vectorize: each lane's sum is one vector lane) and the tail: each lane adds the
-// same terms in the same order as an element-by-element loop would. The sums run in a local
-// array (acc might alias h as far as the compiler knows) and are copied out at the end.
-template <typename Term>
-void lane_sums(const float* h, int64_t n, float* acc, const Term& term) {
-  float lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += term(h[j + l]);
-  }
-  for (; j < n; ++j) lanes[j % kLanes] += term(h[j]);
-  for (int l = 0; l < kLanes; ++l) acc[l] = lanes[l];
-}
 
 // Calls f(std::bool_constant<a>{}, std::bool_constant<b>{}): the output loops' per-call choices
 // as compile-time constants, so that each loop body has no branch.
@@ -88,8 +68,12 @@ void load_row(const NormProblem& p, int64_t row, float* h) {
       float x_buffer[kConvertChunk], r_buffer[kConvertChunk];
       const float* x_run = floats_of(x + j0, count, x_buffer);
       const float* r_run = floats_of(r + j0, count, r_buffer);
-      for (int64_t k = 0; k < count; ++k) h[j0 + k] = x_run[k] + r_run[k];
-      store_rounded(h + j0, r_out + j0, count);  // h: the sum as stored
+      if constexpr (std::is_same_v<TR, float>) {
+        for (int64_t k = 0; k < count; ++k) h[j0 + k] = r_out[j0 + k] = x_run[k] + r_run[k];
+      } else {
+        for (int64_t k = 0; k < count; ++k) h[j0 + k] = x_run[k] + r_run[k];
+        store_rounded(h + j0, r_out + j0, count);  // h: the sum as stored
+      }
     });
   });
 }
@@ -102,21 +86,20 @@ struct RowStatistics {
 RowStatistics row_statistics(const NormProblem& p, const float* h) {
   const int64_t n = p.cols;
   RowStatistics s;
-  float acc[kLanes];
+  float sum = 0.0f;
   for_this_cpu([&] {
     if (p.kind == NormKind::kLayer) {
-      lane_sums(h, n, acc, [](float v) { return v; });
-      s.mean = sum_fixed_order(acc) / static_cast<float>(n);
+      s.mean = lane_sum(n, [&](int64_t j) { return h[j]; }) / static_cast<float>(n);
       const float mean = s.mean;
-      lane_sums(h, n, acc, [mean](float v) {
-        const float d = v - mean;
+      sum = lane_sum(n, [&](int64_t j) {
+        const float d = h[j] - mean;
         return d * d;
       });
     } else {
-      lane_sums(h, n, acc, [](float v) { return v * v; });
+      sum = lane_sum(n, [&](int64_t j) { return h[j] * h[j]; });
     }
   });
-  s.rstd = 1.0f / std::sqrt(sum_fixed_order(acc) / static_cast<float>(n) + p.eps);
+  s.rstd = 1.0f / std::sqrt(sum / static_cast<float>(n) + p.eps);
   return s;
 }
 
