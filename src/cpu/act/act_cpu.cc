@@ -5,8 +5,8 @@
 // (CMakeLists.txt) for that reason. Rows are independent and split across OpenMP threads when
 // OpenMP is available and the call is large enough (cpu/common/parallel.h); each row's loops run
 // compiled for AVX2 + FMA where the CPU has them (cpu/common/cpu_isa.h), with the same bits, and
-// are written to vectorize: one pass per loop, no branch in a loop's body. A row is converted
-// from and to its dtype a run at a time, through local float32 arrays (cpu/common/row_convert.h).
+// are written to vectorize: one pass per loop, no branch in a loop's body. A row is read and
+// written a run at a time (cpu/common/row_convert.h: fp16 through local float32 arrays).
 #include <cstdint>
 #include <vector>
 
@@ -39,13 +39,11 @@ void act_rows(const ActProblem& p) {
       if (!p.quantize) {
         T* out = static_cast<T*>(p.out) + row * p.out_stride;
         for_this_cpu([&] {
-          for_each_chunk(n, [&](int64_t j0, int64_t count) {
-            float g_buffer[kConvertChunk], u_buffer[kConvertChunk], y_buffer[kConvertChunk];
-            const float* g = floats_of(gate + j0, count, g_buffer);
-            const float* u = floats_of(up + j0, count, u_buffer);
-            float* y = results_for(out + j0, y_buffer);
-            for (int64_t k = 0; k < count; ++k) y[k] = ActMath<kAct>::value(g[k]) * u[k];
-            store_results(y, out + j0, count);
+          for_each_run<T>(n, [&](int64_t j0, int64_t count) {
+            const RunReader<T> g(gate + j0, count), u(up + j0, count);
+            RunWriter<T> y(out + j0, count);
+            for (int64_t k = 0; k < count; ++k) y.set(k, ActMath<kAct>::value(g[k]) * u[k]);
+            y.finish();
           });
         });
         continue;
@@ -53,10 +51,8 @@ void act_rows(const ActProblem& p) {
       float* y_row = y.data();
       float max_abs = 0.0f;
       for_this_cpu([&] {
-        for_each_chunk(n, [&](int64_t j0, int64_t count) {
-          float g_buffer[kConvertChunk], u_buffer[kConvertChunk];
-          const float* g = floats_of(gate + j0, count, g_buffer);
-          const float* u = floats_of(up + j0, count, u_buffer);
+        for_each_run<T>(n, [&](int64_t j0, int64_t count) {
+          const RunReader<T> g(gate + j0, count), u(up + j0, count);
           float* y = y_row + j0;
           for (int64_t k = 0; k < count; ++k) {
             y[k] = ActMath<kAct>::template value<Fp8Ops>(g[k]) * u[k];
@@ -88,25 +84,20 @@ void act_backward_rows(const ActBackwardProblem& p) {
     T* grad_gate = static_cast<T*>(p.grad_gate) + row * p.grad_gate_stride;
     T* grad_up = static_cast<T*>(p.grad_up) + row * p.grad_up_stride;
     for_this_cpu([&] {
-      for_each_chunk(p.cols, [&](int64_t j0, int64_t count) {
-        float g_buffer[kConvertChunk], dy_buffer[kConvertChunk], u_buffer[kConvertChunk];
-        float dg_buffer[kConvertChunk], du_buffer[kConvertChunk];
-        const float* g = floats_of(gate + j0, count, g_buffer);
-        const float* dy = floats_of(grad_out + j0, count, dy_buffer);
-        const float* u = floats_of(up + j0, count, u_buffer);
-        float* dg = results_for(grad_gate + j0, dg_buffer);
-        float* du = results_for(grad_up + j0, du_buffer);
+      for_each_run<T>(p.cols, [&](int64_t j0, int64_t count) {
+        const RunReader<T> g(gate + j0, count), dy(grad_out + j0, count), u(up + j0, count);
+        RunWriter<T> dg(grad_gate + j0, count), du(grad_up + j0, count);
         for (int64_t k = 0; k < count; ++k) {
           // Read once into locals: a store through dg might alias the inputs as far as the
           // compiler knows, and would stop it sharing value's and derivative's common terms.
           const float gate_k = g[k];
           const float dy_k = dy[k];
           const float up_k = u[k];
-          dg[k] = (dy_k * up_k) * ActMath<kAct>::derivative(gate_k);
-          du[k] = dy_k * ActMath<kAct>::value(gate_k);
+          dg.set(k, (dy_k * up_k) * ActMath<kAct>::derivative(gate_k));
+          du.set(k, dy_k * ActMath<kAct>::value(gate_k));
         }
-        store_results(dg, grad_gate + j0, count);
-        store_results(du, grad_up + j0, count);
+        dg.finish();
+        du.finish();
       });
     });
   }

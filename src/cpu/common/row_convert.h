@@ -10,9 +10,9 @@
 // forced, with the same bits as core/half.h's (NaN included). The bf16 and float32 forms are
 // inline loops, which vectorize in either build.
 //
-// The ops' loops convert whole rows (a weight once per call), or a row in chunks of
-// kConvertChunk elements held in local arrays (in L1 either way). float32 rows are read and
-// written in place, with no copy (floats_of, results_for).
+// The ops' loops convert whole rows (a weight once per call), or a row in runs of kConvertChunk
+// elements through RunReader and RunWriter: fp16 runs through local arrays (in L1), other dtypes
+// converted inline in the loop itself, which keeps their loops as they would be written by hand.
 #pragma once
 
 #include <algorithm>
@@ -43,55 +43,77 @@ inline void narrow_row(const float* src, float* dst, int64_t n) {
   for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
 }
 
-// Calls chunk(j0, count) for consecutive runs [j0, j0 + count) covering [0, n), each at most
-// kConvertChunk long.
-template <typename Chunk>
-void for_each_chunk(int64_t n, const Chunk& chunk) {
-  for (int64_t j0 = 0; j0 < n; j0 += kConvertChunk) chunk(j0, std::min(kConvertChunk, n - j0));
-}
-
-// The float32 values of src[0, count): src itself where T is float32, else src converted into
-// `buffer` (at least count floats).
+// Whether T's conversions are made a run at a time (fp16: calls into row_convert.cc) rather than
+// inline, each fused into the loop that uses the value (float32, bf16: a few instructions).
 template <typename T>
-const float* floats_of(const T* src, int64_t count, float* buffer) {
-  if constexpr (std::is_same_v<T, float>) {
-    return src;
-  } else {
-    widen_row(src, buffer, count);
-    return buffer;
+inline constexpr bool kConvertsInRuns = std::is_same_v<T, HostHalf>;
+
+// Calls run(j0, count) for consecutive runs [j0, j0 + count) covering [0, n): each at most
+// kConvertChunk long where any of Ts converts in runs (the local arrays' size), else one run.
+template <typename... Ts, typename Run>
+void for_each_run(int64_t n, const Run& run) {
+  if constexpr ((kConvertsInRuns<Ts> || ...)) {
+    for (int64_t j0 = 0; j0 < n; j0 += kConvertChunk) run(j0, std::min(kConvertChunk, n - j0));
+  } else if (n > 0) {
+    run(0, n);
   }
 }
 
-// Where a run's float32 results are written before store_results(results, dst, count): dst
-// itself where T is float32, else `buffer`.
+// Run [0, count) of src as float32, reader[k]: fp16 converted into a local array first, other
+// dtypes converted where each element is read.
 template <typename T>
-float* results_for(T* dst, float* buffer) {
-  if constexpr (std::is_same_v<T, float>) {
-    return dst;
-  } else {
-    return buffer;
+class RunReader {
+ public:
+  RunReader(const T* src, int64_t count) : src_(src) {
+    if constexpr (kConvertsInRuns<T>) widen_row(src, values_, count);
   }
-}
-template <typename T>
-void store_results(const float* results, T* dst, int64_t count) {
-  if constexpr (!std::is_same_v<T, float>) narrow_row(results, dst, count);
-}
+  float operator[](int64_t k) const {
+    if constexpr (kConvertsInRuns<T>) {
+      return values_[k];
+    } else {
+      return to_float(src_[k]);
+    }
+  }
 
-// dst[j] = from_float<T>(v[j]), and v[j] becomes the value stored: v rounded to T's precision.
+ private:
+  const T* src_;
+  float values_[kConvertsInRuns<T> ? kConvertChunk : 1];
+};
+
+// Run [0, count) of dst written from float32: set(k, v) for each k, then finish(). fp16 goes
+// through a local array that finish() converts; other dtypes are converted and stored in set.
 template <typename T>
-void store_rounded(float* v, T* dst, int64_t count) {
-  narrow_row(v, dst, count);
-  if constexpr (!std::is_same_v<T, float>) widen_row(dst, v, count);
-}
+class RunWriter {
+ public:
+  RunWriter(T* dst, int64_t count) : dst_(dst), count_(count) {}
+  void set(int64_t k, float v) {
+    if constexpr (kConvertsInRuns<T>) {
+      values_[k] = v;
+    } else {
+      dst_[k] = from_float<T>(v);
+    }
+  }
+  void finish() {
+    if constexpr (kConvertsInRuns<T>) narrow_row(values_, dst_, count_);
+  }
+
+ private:
+  T* dst_;
+  int64_t count_;
+  float values_[kConvertsInRuns<T> ? kConvertChunk : 1];
+};
 
 // v[j] = to_float(from_float<T>(v[j])): each value rounded to T's precision, kept as a float.
 template <typename T>
 void round_row(float* v, int64_t n) {
-  if constexpr (!std::is_same_v<T, float>) {
-    for_each_chunk(n, [&](int64_t j0, int64_t count) {
+  if constexpr (kConvertsInRuns<T>) {
+    for_each_run<T>(n, [&](int64_t j0, int64_t count) {
       T rounded[kConvertChunk];
-      store_rounded(v + j0, rounded, count);
+      narrow_row(v + j0, rounded, count);
+      widen_row(rounded, v + j0, count);
     });
+  } else {
+    for (int64_t j = 0; j < n; ++j) v[j] = to_float(from_float<T>(v[j]));
   }
 }
 

@@ -74,17 +74,16 @@ void backward_rows(const NormBackwardProblem& p, const float* weight) {
           const float mean_gx = lane_sum(n, [&](int64_t j) { return gw[j] * xh[j]; }) * inv_n;
           const float mean_g = layer ? lane_sum(n, [&](int64_t j) { return gw[j]; }) * inv_n
                                      : 0.0f;
-          for_each_chunk(n, [&](int64_t j0, int64_t count) {
-            float extra_buffer[kConvertChunk], dx_buffer[kConvertChunk];
-            float* dx_run = results_for(dx + j0, dx_buffer);
+          for_each_run<TH>(n, [&](int64_t j0, int64_t count) {
+            RunWriter<TH> dx_run(dx + j0, count);
             const auto dx_of = [&](int64_t j) { return rstd * (gw[j] - mean_g - xh[j] * mean_gx); };
             if (extra != nullptr) {
-              const float* extra_run = floats_of(extra + j0, count, extra_buffer);
-              for (int64_t k = 0; k < count; ++k) dx_run[k] = dx_of(j0 + k) + extra_run[k];
+              const RunReader<TH> extra_run(extra + j0, count);
+              for (int64_t k = 0; k < count; ++k) dx_run.set(k, dx_of(j0 + k) + extra_run[k]);
             } else {
-              for (int64_t k = 0; k < count; ++k) dx_run[k] = dx_of(j0 + k);
+              for (int64_t k = 0; k < count; ++k) dx_run.set(k, dx_of(j0 + k));
             }
-            store_results(dx_run, dx + j0, count);
+            dx_run.finish();
           });
           if (acc_w != nullptr) {
             for (int64_t j = 0; j < n; ++j) acc_w[j] += d[j] * xh[j];

@@ -64,16 +64,18 @@ void load_row(const NormProblem& p, int64_t row, float* h) {
                   : nullptr;
   for_this_cpu([&] {
     if (r == nullptr) return widen_row(x, h, n);
-    for_each_chunk(n, [&](int64_t j0, int64_t count) {
-      float x_buffer[kConvertChunk], r_buffer[kConvertChunk];
-      const float* x_run = floats_of(x + j0, count, x_buffer);
-      const float* r_run = floats_of(r + j0, count, r_buffer);
-      if constexpr (std::is_same_v<TR, float>) {
-        for (int64_t k = 0; k < count; ++k) h[j0 + k] = r_out[j0 + k] = x_run[k] + r_run[k];
-      } else {
-        for (int64_t k = 0; k < count; ++k) h[j0 + k] = x_run[k] + r_run[k];
-        store_rounded(h + j0, r_out + j0, count);  // h: the sum as stored
+    for_each_run<TX, TR>(n, [&](int64_t j0, int64_t count) {
+      const RunReader<TX> x_run(x + j0, count);
+      const RunReader<TR> r_run(r + j0, count);
+      RunWriter<TR> sum(r_out + j0, count);
+      for (int64_t k = 0; k < count; ++k) {
+        const float v = x_run[k] + r_run[k];
+        h[j0 + k] = v;
+        sum.set(k, v);
       }
+      sum.finish();
+      // h: the sum as stored, rounded to the residual's dtype.
+      if constexpr (!std::is_same_v<TR, float>) widen_row(r_out + j0, h + j0, count);
     });
   });
 }
@@ -105,9 +107,8 @@ RowStatistics row_statistics(const NormProblem& p, const float* h) {
 
 // The outputs of y, the float32 value of element j that the output is rounded (or quantized) from,
 // in the GPU kernels' order (output_values, gpu/norm/norm_group_io.cuh): RMSNorm weighs h before
-// it scales it, (h * w) * rstd, unless weight_after_cast; the weight without one is 1. y goes
-// back into h (element j's loop reads h[j] alone), then to the output, or for fp8 outputs to
-// quantize_row; a float32 output takes y directly. `weight` is the call's weight plus its offset and `bias` its bias, as float32
+// it scales it, (h * w) * rstd, unless weight_after_cast; the weight without one is 1. y goes to
+// the output, or for fp8 outputs back into h, for quantize_row. `weight` is the call's weight plus its offset and `bias` its bias, as float32
 // (RowConstants); either may be absent.
 template <typename TX>
 void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, const float* weight,
@@ -117,12 +118,23 @@ void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, con
   const float mean = s.mean;
   const float rstd = s.rstd;
   TX* out = p.out_fp8 ? nullptr : static_cast<TX*>(p.out) + row * p.out_stride;
-  float* y = out != nullptr ? results_for(out, h) : h;  // h, or a float32 output itself
   for_this_cpu([&] {
+    // y[j] = y_of(j) to the output, or back into h (y_of(j) reads h[j] alone).
+    const auto emit = [&](const auto& y_of) {
+      if (out == nullptr) {
+        for (int64_t j = 0; j < n; ++j) h[j] = y_of(j);
+        return;
+      }
+      for_each_run<TX>(n, [&](int64_t j0, int64_t count) {
+        RunWriter<TX> y(out + j0, count);
+        for (int64_t k = 0; k < count; ++k) y.set(k, y_of(j0 + k));
+        y.finish();
+      });
+    };
     if (!layer && !p.weight_after_cast && weight != nullptr) {
-      for (int64_t j = 0; j < n; ++j) y[j] = (h[j] * weight[j]) * rstd;
+      emit([&](int64_t j) { return (h[j] * weight[j]) * rstd; });
     } else if (!layer && !p.weight_after_cast) {
-      for (int64_t j = 0; j < n; ++j) y[j] = (h[j] * 1.0f) * rstd;
+      emit([&](int64_t j) { return (h[j] * 1.0f) * rstd; });
     } else {
       with_flags(weight != nullptr, bias != nullptr, [&](auto weighted, auto biased) {
         const auto affine = [&](float v, int64_t j) {
@@ -132,15 +144,14 @@ void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, con
         };
         if (p.weight_after_cast) {
           // The normalized value rounded to x's dtype before the weight and bias.
-          for (int64_t j = 0; j < n; ++j) y[j] = (h[j] - mean) * rstd;
-          round_row<TX>(y, n);
-          for (int64_t j = 0; j < n; ++j) y[j] = affine(y[j], j);
+          for (int64_t j = 0; j < n; ++j) h[j] = (h[j] - mean) * rstd;
+          round_row<TX>(h, n);
+          emit([&](int64_t j) { return affine(h[j], j); });
         } else {
-          for (int64_t j = 0; j < n; ++j) y[j] = affine((h[j] - mean) * rstd, j);
+          emit([&](int64_t j) { return affine((h[j] - mean) * rstd, j); });
         }
       });
     }
-    if (out != nullptr) store_results(y, out, n);
   });
 }
 
