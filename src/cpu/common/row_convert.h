@@ -1,5 +1,4 @@
-// The CPU backend's conversions between a row's storage dtype and float32, a run of elements at a
-// time.
+// The CPU backend's conversions between a row's storage dtype and float32.
 //
 // Why: converted one element at a time in software (core/half.h), fp16 costs a few tens of vector
 // instructions per eight elements each way, and an op's rows were taking twice bf16's time for
@@ -10,9 +9,10 @@
 // forced, with the same bits as core/half.h's (NaN included). The bf16 and float32 forms are
 // inline loops, which vectorize in either build.
 //
-// The ops' loops convert whole rows (a weight once per call), or a row in runs of kConvertChunk
-// elements through RunReader and RunWriter: fp16 runs through local arrays (in L1), other dtypes
-// converted inline in the loop itself, which keeps their loops as they would be written by hand.
+// The ops' loops convert whole rows (a weight once per call), or read and write a row through
+// RunReader and RunWriter: fp16 a run of kConvertChunk elements at a time through local float32
+// arrays (in L1), other dtypes converted inline where each element is used, as one run of the
+// whole row (for_each_run), so that their loops stay as they would be written by hand.
 #pragma once
 
 #include <algorithm>
