@@ -57,23 +57,32 @@ if has test; then
 fi
 # Sanitizers: every test that launches GPU kernels, one process per test, several at once
 # (scripts/sanitize_tests.sh; SANITIZE_FILTER, SANITIZE_JOBS and SANITIZE_TIMES pass through).
-# On an H200, 16 at once, the 163 such tests' times (each slowed by the other 15) added up to 44
-# minutes under memcheck, 118 under racecheck and 109 under synccheck; the longest test took 6
-# minutes under racecheck and 8 under synccheck.
+# memcheck and racecheck share one queue where both are asked for: the slowest test takes about
+# as long under each, so one tool after the other would wait on it twice. On an H200, 16 at once,
+# the 170 such tests' times (each slowed by the other 15) added up to 65 minutes under memcheck
+# and 206 under racecheck, the longest 18 minutes under each, and the shared queue took 18.5
+# minutes (bench/results/sanitize-h200-2026-12-01.txt); synccheck's added up to 109 minutes over
+# the 163 tests of 2026-11-29, the longest 8.
 # A tool's earlier run here leaves each test's time in LOG_DIR/TOOL/times.txt; the next run
 # starts the longest first (SANITIZE_TIMES). sanitize_env: extra environment for one pass.
 sanitize_env=()
-sanitize() {
+sanitize() {  # TOOL[+TOOL] [options for every tool]
   local previous="$LOG_DIR/$1/times.txt"
+  [[ $1 == *+* ]] && previous=$LOG_DIR  # several tools: LOG_DIR/TOOL/times.txt each
   [ -r "$previous" ] || previous=""
+  local dir="$LOG_DIR/$1"
+  [[ $1 == *+* ]] && dir=$LOG_DIR  # several tools: the script writes LOG_DIR/TOOL each
   env "${sanitize_env[@]}" SANITIZE_TIMES="${SANITIZE_TIMES:-$previous}" \
-    scripts/sanitize_tests.sh "$1" "$tests" "$LOG_DIR/$1" "${@:2}"
+    SANITIZE_MEMCHECK_OPTIONS="--leak-check full" \
+    scripts/sanitize_tests.sh "$1" "$tests" "$dir" "${@:2}"
 }
-if has memcheck; then
-  run memcheck sanitize memcheck --leak-check full
+if has memcheck && has racecheck; then
+  run memcheck_racecheck sanitize memcheck+racecheck
+elif has memcheck; then
+  run memcheck sanitize memcheck
 fi
 if has racecheck; then
-  run racecheck sanitize racecheck
+  has memcheck || run racecheck sanitize racecheck
   # synccheck stops the cluster mailboxes' kernels in grids of several 16-block clusters (with
   # the compute-sanitizer of CUDA 13; tests/cpp/gpu_cluster_mailbox_check.cu shows it in a few
   # lines). Where that check fails so, the synccheck pass caps clusters at the 8 blocks at which

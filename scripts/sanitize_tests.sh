@@ -1,99 +1,134 @@
 #!/usr/bin/env bash
-# Runs one compute-sanitizer tool over the GPU tests, one test per process and several processes
-# at once. Why: under racecheck a single norm test takes minutes (every shared-memory access of
-# its large batches is checked), while the GPU sits mostly idle between a test's small launches,
-# so concurrent processes share it well: with 16 at once on an H200, memcheck and racecheck over
-# all 163 GPU tests took about 18 minutes together. A test per process lets a free worker take the
-# next test (no shard waits on an unlucky mix of heavy tests). Each test's log is kept; the run
-# fails if any test fails, or any log lacks the tool's clean summary.
+# Runs compute-sanitizer tools over the GPU tests, one test per process and several processes at
+# once. Why: under racecheck a single norm test takes minutes (every shared-memory access of its
+# large batches is checked), while the GPU sits mostly idle between a test's small launches, so
+# concurrent processes share it well. A test per process lets a free worker take the next test
+# (no shard waits on an unlucky mix of heavy tests), and several tools given at once share one
+# queue: the slowest test takes about as long under memcheck as under racecheck, so two tools run
+# one after the other wait on it twice. With 16 at once on an H200, memcheck and racecheck in one
+# queue over all 170 GPU tests took 18.5 minutes (bench/results/sanitize-h200-2026-12-01.txt).
+# Each test's log is kept; the run fails if any test fails, or any log lacks the tool's clean
+# summary.
 #
-#   scripts/sanitize_tests.sh TOOL TEST_BINARY LOG_DIR [tool options...]
+#   scripts/sanitize_tests.sh TOOL[+TOOL...] TEST_BINARY LOG_DIR [tool options...]
+#
+# One tool writes its logs into LOG_DIR; several write each tool's into LOG_DIR/TOOL (and leave
+# the rest of LOG_DIR alone). The options after LOG_DIR go to every tool; SANITIZE_<TOOL>_OPTIONS
+# (e.g. SANITIZE_MEMCHECK_OPTIONS="--leak-check full") to that tool alone.
 #
 # Environment: SANITIZE_FILTER (gtest filter of the tests to run; default: every test that
 # launches GPU kernels, without the >2^31-element cases, which take minutes under
 # instrumentation), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16),
-# SANITIZE_TIMES (a previous run's LOG_DIR/times.txt: start the longest tests first).
+# SANITIZE_TIMES (start the longest tests first, by a previous run's times: for one tool, that
+# run's LOG_DIR/times.txt; for several, that run's LOG_DIR, holding TOOL/times.txt for each).
 set -uo pipefail
 if [ "${1:-}" = --one ]; then  # internal: one test, one process
   shift
   tool=$1 binary=$2 test=$3 log=$4 start=$SECONDS
+  tool_options_var="SANITIZE_${tool^^}_OPTIONS"
   # shellcheck disable=SC2086  # options are words without spaces
   OMP_NUM_THREADS=1 compute-sanitizer --tool "$tool" --error-exitcode 1 $SANITIZE_TOOL_OPTIONS \
-      "$binary" --gtest_filter="$test" > "$log" 2>&1
+      ${!tool_options_var:-} "$binary" --gtest_filter="$test" > "$log" 2>&1
   echo "# rc=$? in $((SECONDS - start)) s" >> "$log"
   exit 0
 fi
-[ $# -ge 3 ] || { echo "usage: $0 TOOL TEST_BINARY LOG_DIR [tool options...]" >&2; exit 2; }
-tool=$1 binary=$2 log_dir=$3; shift 3
+[ $# -ge 3 ] || { echo "usage: $0 TOOL[+TOOL...] TEST_BINARY LOG_DIR [tool options...]" >&2; exit 2; }
+IFS='+' read -r -a tools <<< "$1"
+binary=$2 log_dir=$3; shift 3
+for ((i = 0; i < ${#tools[@]}; i++)); do
+  [[ ${tools[i]} =~ ^[a-z]+$ ]] || { echo "bad tool name '${tools[i]}' in '$*'" >&2; exit 2; }
+  for ((j = 0; j < i; j++)); do
+    [ "${tools[i]}" != "${tools[j]}" ] || { echo "tool ${tools[i]} given twice" >&2; exit 2; }
+  done
+done
 filter=${SANITIZE_FILTER:-'*gpu*:NormLaunchShapes.*:ActQuantLaunchShapes.*:-*HugeTensor*'}
 nproc_=$(nproc)
 jobs=${SANITIZE_JOBS:-$(( nproc_ < 16 ? nproc_ : 16 ))}
-# Heaviest first where SANITIZE_TIMES names a file of "seconds test" lines (a previous run's
-# LOG_DIR/times.txt): a long test started last holds up the whole run alone. Tests the file does
-# not name (new ones) start first. Read before LOG_DIR is emptied, since it may lie there.
-times=""
-if [ -n "${SANITIZE_TIMES:-}" ]; then
-  [ -r "$SANITIZE_TIMES" ] || { echo "SANITIZE_TIMES: cannot read $SANITIZE_TIMES" >&2; exit 2; }
-  times=$(cat "$SANITIZE_TIMES")
-fi
-rm -rf "$log_dir"
-mkdir -p "$log_dir"
-# gtest lists "Suite." lines, then "  Test  # GetParam() = ..." lines.
-"$binary" --gtest_list_tests --gtest_filter="$filter" |
-  awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' > "$log_dir/tests.txt"
-count=$(wc -l < "$log_dir/tests.txt")
-[ "$count" -gt 0 ] || { echo "no test matches $filter" >&2; exit 1; }
-echo "$tool: $count tests, $jobs at a time"
+tool_dir() { if [ ${#tools[@]} -eq 1 ]; then echo "$log_dir"; else echo "$log_dir/$1"; fi; }
+# Heaviest first where SANITIZE_TIMES gives "seconds test" lines (a previous run's times.txt): a
+# long test started last holds up the whole run alone. Tests without a time (new ones) start
+# first. Read before the log directories are emptied, since the times may lie there.
+times_file() {
+  if [ -z "${SANITIZE_TIMES:-}" ]; then echo /dev/null
+  elif [ ${#tools[@]} -eq 1 ]; then echo "$SANITIZE_TIMES"
+  else echo "$SANITIZE_TIMES/$1/times.txt"; fi
+}
+declare -A times
+for tool in "${tools[@]}"; do
+  file=$(times_file "$tool")
+  if [ ${#tools[@]} -eq 1 ] || [ -e "$file" ]; then
+    [ -r "$file" ] || { echo "SANITIZE_TIMES: cannot read $file" >&2; exit 2; }
+  fi
+  times[$tool]=$(cat "$file" 2>/dev/null)
+done
+tests_list=$("$binary" --gtest_list_tests --gtest_filter="$filter" |
+  awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }')  # "Suite." lines, then "  Test  # ..."
+[ -n "$tests_list" ] || { echo "no test matches $filter" >&2; exit 1; }
+count=$(wc -l <<< "$tests_list")
+for tool in "${tools[@]}"; do
+  dir=$(tool_dir "$tool")
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "$tests_list" > "$dir/tests.txt"
+done
+echo "${tools[*]}: $count tests each, $jobs processes at a time"
 t0=$SECONDS
 export SANITIZE_TOOL_OPTIONS="$*"
-# order.txt: unnamed tests in listing order, then the named ones, longest first.
-printf '%s\n' "$times" |
-  awk 'NR == FNR { if (NF == 2 && $1 ~ /^[0-9]+([.][0-9]*)?$/) t[$2] = $1; next }
-       { print (($0 in t) ? t[$0] : 1e12), FNR, $0 }' - "$log_dir/tests.txt" |
-  sort -k1,1gr -k2,2n | cut -d' ' -f3- > "$log_dir/order.txt"
-# Test names hold no spaces: each line is "test log", two words for xargs.
-while read -r test; do
-  echo "$test $log_dir/$(echo "$test" | tr '/' '_').log"
-done < "$log_dir/order.txt" | xargs -L 1 -P "$jobs" bash "$0" --one "$tool" "$binary"
-status=0 ran=0 skipped=0
-case $tool in
-  memcheck) clean='ERROR SUMMARY: 0 errors' ;;
-  racecheck) clean='RACECHECK SUMMARY: 0 hazards' ;;
-  *) clean='ERROR SUMMARY: 0 errors' ;;
-esac
+log_of() { echo "$(tool_dir "$1")/$(echo "$2" | tr '/' '_').log"; }
+# The queue: tests without a time in listing order (each under every tool in turn), then the
+# timed ones, longest first. Names hold no spaces: each line is "tool binary test log", four
+# words for xargs.
+for ((i = 0; i < ${#tools[@]}; i++)); do
+  tool=${tools[i]}
+  printf '%s\n' "${times[$tool]}" |
+    awk -v tool="$tool" -v index_="$i" '
+      NR == FNR { if (NF == 2 && $1 ~ /^[0-9]+([.][0-9]*)?$/) t[$2] = $1; next }
+      { print (($0 in t) ? t[$0] : 1e12), FNR, index_, tool, $0 }' - "$(tool_dir "$tool")/tests.txt"
+done | sort -k1,1gr -k2,2n -k3,3n | while read -r _ _ _ tool test; do
+  echo "$tool $binary $test $(log_of "$tool" "$test")"
+done > "$(tool_dir "${tools[0]}")/order.txt"
+xargs -L 1 -P "$jobs" bash "$0" --one < "$(tool_dir "${tools[0]}")/order.txt"
+status=0
 # A process that makes no GPU call gets no summary: the tool prints this and exits with 255.
 no_gpu_call='terminated before first instrumented API call'
-while read -r test; do
-  log="$log_dir/$(echo "$test" | tr '/' '_').log"
-  if [ ! -f "$log" ] || grep -q '^\[  FAILED  \]' "$log"; then
-    echo "FAILED: $test ($log)"
-    status=1
-  elif grep -q "$no_gpu_call" "$log"; then
-    # Nothing for the tool to check. Fine for a test its parameters skip before any GPU call
-    # (a CPU-only case of a GPU suite); any other test here was meant to launch kernels.
-    if grep -q '^\[  SKIPPED \] 1 test' "$log"; then
+for tool in "${tools[@]}"; do
+  ran=0 skipped=0
+  case $tool in
+    racecheck) clean='RACECHECK SUMMARY: 0 hazards' ;;
+    *) clean='ERROR SUMMARY: 0 errors' ;;
+  esac
+  while read -r test; do
+    log=$(log_of "$tool" "$test")
+    if [ ! -f "$log" ] || grep -q '^\[  FAILED  \]' "$log"; then
+      echo "FAILED: $test ($log)"
+      status=1
+    elif grep -q "$no_gpu_call" "$log"; then
+      # Nothing for the tool to check. Fine for a test its parameters skip before any GPU call
+      # (a CPU-only case of a GPU suite); any other test here was meant to launch kernels.
+      if grep -q '^\[  SKIPPED \] 1 test' "$log"; then
+        skipped=$((skipped + 1))
+      else
+        echo "FAILED: $test made no GPU call ($log)"
+        status=1
+      fi
+    elif ! grep -q "$clean" "$log" || ! grep -q '^# rc=0 in ' "$log"; then
+      echo "FAILED: $test ($log)"
+      status=1
+    elif grep -q '^\[  SKIPPED \] 1 test' "$log"; then
       skipped=$((skipped + 1))
     else
-      echo "FAILED: $test made no GPU call ($log)"
-      status=1
+      ran=$((ran + 1))
     fi
-  elif ! grep -q "$clean" "$log" || ! grep -q '^# rc=0 in ' "$log"; then
-    echo "FAILED: $test ($log)"
-    status=1
-  elif grep -q '^\[  SKIPPED \] 1 test' "$log"; then
-    skipped=$((skipped + 1))
-  else
-    ran=$((ran + 1))
-  fi
-done < "$log_dir/tests.txt"
-echo "$tool: $ran tests clean, $skipped skipped, in $((SECONDS - t0)) s"
-# times.txt: "seconds test", for SANITIZE_TIMES in a later run.
-while read -r test; do
-  log="$log_dir/$(echo "$test" | tr '/' '_').log"
-  sed -n "s|^# rc=[0-9]* in \([0-9]*\) s$|\1 $test|p" "$log" 2>/dev/null
-done < "$log_dir/tests.txt" > "$log_dir/times.txt"
-echo "$tool: the slowest tests (seconds, with the other processes running beside them; all in" \
-  "$log_dir/times.txt):"
-sort -rn "$log_dir/times.txt" | head -5 | sed 's/^/  /'
-[ $status -eq 0 ] || echo "$tool: failures above; each test's log is under $log_dir"
+  done <<< "$tests_list"
+  echo "$tool: $ran tests clean, $skipped skipped, in $((SECONDS - t0)) s"
+  # times.txt: "seconds test", for SANITIZE_TIMES in a later run.
+  dir=$(tool_dir "$tool")
+  while read -r test; do
+    sed -n "s|^# rc=[0-9]* in \([0-9]*\) s$|\1 $test|p" "$(log_of "$tool" "$test")" 2>/dev/null
+  done <<< "$tests_list" > "$dir/times.txt"
+  echo "$tool: the slowest tests (seconds, with the other processes running beside them; all in" \
+    "$dir/times.txt):"
+  sort -rn "$dir/times.txt" | head -5 | sed 's/^/  /'
+done
+[ $status -eq 0 ] || echo "failures above; each test's log is under $log_dir"
 exit $status

@@ -15,15 +15,17 @@ trap 'rm -rf "$work"' EXIT
 mkdir "$work/bin"
 # The stand-in: the tool's options, then the binary and its --gtest_filter=NAME. FAKE_ERROR,
 # FAKE_DIE, FAKE_FAIL, FAKE_NO_GPU (the test runs but calls no GPU API) and FAKE_SKIP (gtest skips
-# it before any GPU call) are substrings of the test names it treats so. The real tool ends a
-# process that made no GPU call with the line below and exit code 255.
+# it before any GPU call) are substrings of the test names it treats so (FAKE_ERROR under the tool
+# FAKE_ERROR_TOOL alone, where set). The real tool ends a process that made no GPU call with the
+# line below and exit code 255. FAKE_CALL_LOG collects each call's arguments.
 cat > "$work/bin/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
+[ -n "${FAKE_CALL_LOG:-}" ] && echo "$*" >> "$FAKE_CALL_LOG"
 tool=memcheck
 while [[ $1 == --* ]]; do
   case $1 in
     --tool) tool=$2; shift 2 ;;
-    --error-exitcode | --leak-check | --num-cuda-barriers) shift 2 ;;
+    --error-exitcode | --leak-check | --num-cuda-barriers | --print-limit) shift 2 ;;
     *) shift ;;
   esac
 done
@@ -50,7 +52,8 @@ if [[ -n ${FAKE_NO_GPU:-} && $name == *"$FAKE_NO_GPU"* ]]; then
   echo "$no_gpu_call"
   exit 255
 fi
-if [[ -n ${FAKE_ERROR:-} && $name == *"$FAKE_ERROR"* ]]; then
+if [[ -n ${FAKE_ERROR:-} && $name == *"$FAKE_ERROR"* && ${FAKE_ERROR_TOOL:-$tool} == "$tool" ]]
+then
   echo "========= Invalid __global__ read of size 4 bytes"
   echo "========= ERROR SUMMARY: 1 error"
   exit 1
@@ -121,4 +124,68 @@ for times in "$work/times.txt" "$work/logs/times.txt"; do
     failures=$((failures + 1))
   fi
 done
+
+# Several tools in one queue: each tool's logs, times and summary in LOG_DIR/TOOL, the rest of
+# LOG_DIR kept; the options after LOG_DIR to every tool, SANITIZE_<TOOL>_OPTIONS to that one.
+two() {  # runs memcheck+racecheck over Half.* and FastDivide.*; output in $work/two.out
+  rm -f "$work/calls.log"
+  env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*:FastDivide.*' FAKE_CALL_LOG="$work/calls.log" \
+    SANITIZE_MEMCHECK_OPTIONS="--leak-check full" "$@" \
+    bash "$script" memcheck+racecheck "$binary" "$work/two" --print-limit 5 > "$work/two.out" 2>&1
+}
+check() {  # description condition...
+  local what=$1; shift
+  if "$@"; then
+    echo "ok: $what"
+  else
+    echo "FAIL: $what"
+    sed 's/^/    /' "$work/two.out"
+    failures=$((failures + 1))
+  fi
+}
+mkdir -p "$work/two"
+echo kept > "$work/two/other.log"
+two SANITIZE_JOBS=2
+rc=$?
+calls_with() { grep -c -- "$1" "$work/calls.log"; }
+check "two tools in one queue: a clean run passes, each test under each tool" \
+  test "$rc" -eq 0 -a "$(wc -l < "$work/calls.log")" -eq 16 \
+  -a "$(grep -c '^memcheck: 8 tests clean, 0 skipped' "$work/two.out")" -eq 1 \
+  -a "$(grep -c '^racecheck: 8 tests clean, 0 skipped' "$work/two.out")" -eq 1 \
+  -a "$(ls "$work/two/memcheck"/*.log | wc -l)" -eq 8 \
+  -a "$(ls "$work/two/racecheck"/*.log | wc -l)" -eq 8 \
+  -a "$(cat "$work/two/other.log")" = kept
+check "two tools: the common options reach both, SANITIZE_MEMCHECK_OPTIONS memcheck alone" \
+  test "$(calls_with '--print-limit 5')" -eq 16 \
+  -a "$(calls_with '--tool memcheck .*--leak-check full')" -eq 8 \
+  -a "$(calls_with '--leak-check')" -eq 8
+two SANITIZE_JOBS=2 FAKE_ERROR=Half.RoundsToNearestEven FAKE_ERROR_TOOL=racecheck
+rc=$?
+check "two tools: an error under one fails that tool's test alone" \
+  test "$rc" -eq 1 -a "$(grep -c '^FAILED: ' "$work/two.out")" -eq 1 \
+  -a "$(grep -c "^FAILED: Half.RoundsToNearestEven ($work/two/racecheck/" "$work/two.out")" -eq 1
+# A previous run's LOG_DIR orders the queue: untimed tests first (each under both tools in
+# turn), then the timed ones of both tools, longest first.
+printf '%s\n' "9 Half.RoundsToNearestEven" > "$work/two/memcheck/times.txt"
+printf '%s\n' "4 Half.RoundsToNearestEven" "6 Half.OverflowAndSpecials" \
+  > "$work/two/racecheck/times.txt"
+cp -r "$work/two" "$work/previous"
+two SANITIZE_JOBS=1 SANITIZE_TIMES="$work/previous"
+rc=$?
+order=$(sed 's/^--tool \([a-z]*\) .*--gtest_filter=\(.*\)$/\1:\2/' "$work/calls.log" | tr '\n' ' ')
+# Listing order: Half.{Fp16RoundTripsEveryPattern, Bf16RoundTripsEveryPattern, RoundsToNearestEven,
+# OverflowAndSpecials}, then FastDivide.{EveryDivisorUpTo8192, PowersOfTwoAndNeighbours,
+# LargeAndRandomDivisors, AllNumeratorsForTheLaunchSizesOfOneRow}.
+expected="memcheck:Half.Fp16RoundTripsEveryPattern racecheck:Half.Fp16RoundTripsEveryPattern "
+expected+="memcheck:Half.Bf16RoundTripsEveryPattern racecheck:Half.Bf16RoundTripsEveryPattern "
+expected+="memcheck:Half.OverflowAndSpecials "
+for t in EveryDivisorUpTo8192 PowersOfTwoAndNeighbours LargeAndRandomDivisors \
+         AllNumeratorsForTheLaunchSizesOfOneRow; do
+  expected+="memcheck:FastDivide.$t racecheck:FastDivide.$t "
+done
+expected+="memcheck:Half.RoundsToNearestEven racecheck:Half.OverflowAndSpecials "
+expected+="racecheck:Half.RoundsToNearestEven "
+check "two tools: SANITIZE_TIMES (a previous LOG_DIR) starts the untimed first, then the longest" \
+  test "$rc" -eq 0 -a "$order" = "$expected"
+
 [ "$failures" -eq 0 ] || exit 1
