@@ -24,7 +24,7 @@
 set -uo pipefail
 if [ "${1:-}" = --one ]; then  # internal: one test, one process
   shift
-  tool=$1 binary=$2 test=$3 log=$4 start=$SECONDS
+  binary=$1 tool=$2 test=$3 log=$4 start=$SECONDS
   tool_options_var="SANITIZE_${tool^^}_OPTIONS"
   # shellcheck disable=SC2086  # options are words without spaces
   OMP_NUM_THREADS=1 compute-sanitizer --tool "$tool" --error-exitcode 1 $SANITIZE_TOOL_OPTIONS \
@@ -32,11 +32,12 @@ if [ "${1:-}" = --one ]; then  # internal: one test, one process
   echo "# rc=$? in $((SECONDS - start)) s" >> "$log"
   exit 0
 fi
-[ $# -ge 3 ] || { echo "usage: $0 TOOL[+TOOL...] TEST_BINARY LOG_DIR [tool options...]" >&2; exit 2; }
+usage="usage: $0 TOOL[+TOOL...] TEST_BINARY LOG_DIR [tool options...]"
+[ $# -ge 3 ] || { echo "$usage" >&2; exit 2; }
 IFS='+' read -r -a tools <<< "$1"
 binary=$2 log_dir=$3; shift 3
 for ((i = 0; i < ${#tools[@]}; i++)); do
-  [[ ${tools[i]} =~ ^[a-z]+$ ]] || { echo "bad tool name '${tools[i]}' in '$*'" >&2; exit 2; }
+  [[ ${tools[i]} =~ ^[a-z]+$ ]] || { echo "bad tool name '${tools[i]}'; $usage" >&2; exit 2; }
   for ((j = 0; j < i; j++)); do
     [ "${tools[i]}" != "${tools[j]}" ] || { echo "tool ${tools[i]} given twice" >&2; exit 2; }
   done
@@ -76,8 +77,8 @@ t0=$SECONDS
 export SANITIZE_TOOL_OPTIONS="$*"
 log_of() { echo "$(tool_dir "$1")/$(echo "$2" | tr '/' '_').log"; }
 # The queue: tests without a time in listing order (each under every tool in turn), then the
-# timed ones, longest first. Names hold no spaces: each line is "tool binary test log", four
-# words for xargs.
+# timed ones, longest first. Names hold no spaces: each line is "tool test log", three words
+# for xargs after the binary.
 for ((i = 0; i < ${#tools[@]}; i++)); do
   tool=${tools[i]}
   printf '%s\n' "${times[$tool]}" |
@@ -85,9 +86,9 @@ for ((i = 0; i < ${#tools[@]}; i++)); do
       NR == FNR { if (NF == 2 && $1 ~ /^[0-9]+([.][0-9]*)?$/) t[$2] = $1; next }
       { print (($0 in t) ? t[$0] : 1e12), FNR, index_, tool, $0 }' - "$(tool_dir "$tool")/tests.txt"
 done | sort -k1,1gr -k2,2n -k3,3n | while read -r _ _ _ tool test; do
-  echo "$tool $binary $test $(log_of "$tool" "$test")"
+  echo "$tool $test $(log_of "$tool" "$test")"
 done > "$(tool_dir "${tools[0]}")/order.txt"
-xargs -L 1 -P "$jobs" bash "$0" --one < "$(tool_dir "${tools[0]}")/order.txt"
+xargs -L 1 -P "$jobs" bash "$0" --one "$binary" < "$(tool_dir "${tools[0]}")/order.txt"
 status=0
 # A process that makes no GPU call gets no summary: the tool prints this and exits with 255.
 no_gpu_call='terminated before first instrumented API call'
