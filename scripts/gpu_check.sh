@@ -67,11 +67,10 @@ fi
 # starts the longest first (SANITIZE_TIMES). sanitize_env: extra environment for one pass.
 sanitize_env=()
 sanitize() {  # TOOL[+TOOL] [options for every tool]
-  local previous="$LOG_DIR/$1/times.txt"
-  [[ $1 == *+* ]] && previous=$LOG_DIR  # several tools: LOG_DIR/TOOL/times.txt each
+  local dir="$LOG_DIR/$1" previous="$LOG_DIR/$1/times.txt"
+  # Several tools: the script writes, and reads the times of, LOG_DIR/TOOL for each.
+  if [[ $1 == *+* ]]; then dir=$LOG_DIR previous=$LOG_DIR; fi
   [ -r "$previous" ] || previous=""
-  local dir="$LOG_DIR/$1"
-  [[ $1 == *+* ]] && dir=$LOG_DIR  # several tools: the script writes LOG_DIR/TOOL each
   env "${sanitize_env[@]}" SANITIZE_TIMES="${SANITIZE_TIMES:-$previous}" \
     SANITIZE_MEMCHECK_OPTIONS="--leak-check full" \
     scripts/sanitize_tests.sh "$1" "$tests" "$dir" "${@:2}"
