@@ -13,9 +13,9 @@
 #
 # Both install missing build dependencies first (scripts/install_deps.sh; for test also torch and
 # pytest from requirements-test.txt, with pip, when python3 lacks them). With nvcc, the CUDA
-# backend is built for the local GPU, or for sm_90 alone where there is none. FUSEKIT_GPU (AUTO,
-# CUDA, HIP, OFF) and CUDA_ARCHS / HIP_ARCHS override the backend and targets; FUSEKIT_PYTHON_TESTS=0
-# skips the Python part (no torch, no operator library, no pytest).
+# backend is built for the local GPU, or as PTX for compute_90 alone where there is none.
+# FUSEKIT_GPU (AUTO, CUDA, HIP, OFF) and CUDA_ARCHS / HIP_ARCHS override the backend and targets;
+# FUSEKIT_PYTHON_TESTS=0 skips the Python part (no torch, no operator library, no pytest).
 set -euo pipefail
 cd "$(dirname "$0")"
 what=${1:-}
@@ -44,9 +44,11 @@ if [ -n "${CUDA_ARCHS:-}" ]; then
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   args+=(-DCMAKE_CUDA_ARCHITECTURES=native)  # a GPU is here: build for it alone
 else
-  # No GPU here: nothing built for one runs, so one architecture checks that the CUDA sources
-  # compile (each more costs as much again: the library's default, sm_80 and sm_90, doubles it).
-  args+=(-DCMAKE_CUDA_ARCHITECTURES=90)
+  # No GPU here: nothing built for one runs here, so one architecture checks that the CUDA
+  # sources compile (each more costs as much again: the library's default, sm_80 and sm_90,
+  # doubles it), as PTX alone (compute_90, no ptxas: a third of each unit's compile time). A GPU's
+  # driver would compile that PTX at its first use; CUDA_ARCHS builds machine code.
+  args+=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual)
 fi
 [ -n "${HIP_ARCHS:-}" ] && args+=(-DCMAKE_HIP_ARCHITECTURES="$HIP_ARCHS")
 cmake "${args[@]}" >/dev/null
