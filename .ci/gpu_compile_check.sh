@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# Compile check of the GPU sources as HIP (no AMD GPU needed): builds only the `fusekit` library
-# target for gfx90a (CDNA, wave64) and gfx1030 (RDNA, wave32) with Debian's ROCm packages, then
+# Compile check of the GPU sources as HIP (no AMD GPU needed), with Debian's ROCm packages: builds
+# the `fusekit` library target for gfx90a (CDNA, wave64), runs every GPU source through clang's
+# front end for gfx1030 (RDNA, wave32) and builds the device code of two of them for it, then
 # reads the AMDGPU metadata of the device code objects to check that the warp-dependent kernels
 # (norm, norm backward, fp8 activation) exist for the warp size of each target (dispatch_warp
 # instantiates kWarp = 32 and 64 on HIP) and to report registers / LDS / scratch / spills.
 #
+# Why the front end for the second target: the compile work is the optimizer and code generator
+# over some thousand kernels per target and unit (clang's -ftime-report on norm_layer.cu for
+# gfx90a: 400 of 449 s), and machine code for both targets was half of CI's compile work. The
+# front end still instantiates every kernel for the target's wavefront size and checks its
+# builtins, in about an eighth of the time; the units in FUSEKIT_CI_HIP_FULL_UNITS (an fp8
+# activation unit and the norm backward, whose kernels hold the per-warp-size paths of
+# platform.h) get machine code for it too, so its wave32 kernels are seen to exist, not empty.
+#
 #   .ci/gpu_compile_check.sh            # from anywhere; builds in <repo>/build/ci-hip
 #   .ci/gpu_compile_check.sh --tools-only   # only install what it needs (hipcc, cmake, ninja)
 #
-# Environment: FUSEKIT_CI_HIP_ARCHS (default "gfx90a;gfx1030"), FUSEKIT_CI_BUILD_DIR,
-# FUSEKIT_CI_JOBS (default: nproc), FUSEKIT_CI_FAIL_ON_SPILLS=1 to fail when a kernel that can run
-# on a target (its kWarp equals the target's wavefront size) spills VGPRs. Fails when a target
-# has no kernels for its wavefront size, when those are empty, or when the staged kernel's static
-# LDS exceeds kStaticSmemReserve (norm_gpu.cu).
+# Environment: FUSEKIT_CI_HIP_ARCHS (targets with machine code for every unit; default gfx90a),
+# FUSEKIT_CI_HIP_FRONTEND_ARCHS (targets checked by the front end; default gfx1030; empty for
+# none), FUSEKIT_CI_HIP_FULL_UNITS (GPU sources with machine code on those too; default
+# "act_silu.cu norm_backward.cu"), FUSEKIT_CI_BUILD_DIR, FUSEKIT_CI_JOBS (default: nproc),
+# FUSEKIT_CI_FAIL_ON_SPILLS=1 to fail when a kernel that can run on a target (its kWarp equals the
+# target's wavefront size) spills VGPRs. FUSEKIT_CI_HIP_ARCHS="gfx90a;gfx1030"
+# FUSEKIT_CI_HIP_FRONTEND_ARCHS= builds machine code of every unit for both. Fails when a source
+# does not compile, when a target has no kernels for its wavefront size, when those are empty, or
+# when the staged kernel's static LDS exceeds kStaticSmemReserve (norm_gpu.cu).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${FUSEKIT_CI_BUILD_DIR:-$repo/build/ci-hip}"
-archs="${FUSEKIT_CI_HIP_ARCHS:-gfx90a;gfx1030}"
+archs="${FUSEKIT_CI_HIP_ARCHS:-gfx90a}"
+frontend_archs="${FUSEKIT_CI_HIP_FRONTEND_ARCHS-gfx1030}"
+full_units="${FUSEKIT_CI_HIP_FULL_UNITS-act_silu.cu norm_backward.cu}"
 jobs="${FUSEKIT_CI_JOBS:-$(nproc)}"
 t_start=$(date +%s)
 
@@ -51,14 +66,22 @@ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 grep -E "HIP compiler identification|fusekit" "$build/ci-configure.log" | sed 's/^/   /'
 t_conf=$(date +%s)
 
-echo "== build fusekit ($jobs jobs)"
+IFS=';' read -r -a arch_list <<<"$archs"
+IFS=';' read -r -a frontend_list <<<"$frontend_archs"
+read -r -a full_unit_list <<<"$full_units"
+((${#arch_list[@]})) || { echo "FAIL: FUSEKIT_CI_HIP_ARCHS names no target"; exit 1; }
+for arch in "${frontend_list[@]}"; do
+  [[ ";$archs;" != *";$arch;"* ]] ||
+    { echo "FAIL: $arch is in FUSEKIT_CI_HIP_ARCHS and FUSEKIT_CI_HIP_FRONTEND_ARCHS"; exit 1; }
+done
+
+echo "== build fusekit for ${arch_list[*]} ($jobs jobs)"
 cmake --build "$build" --target fusekit -j "$jobs" >"$build/ci-build.log" 2>&1 ||
   { tail -n 80 "$build/ci-build.log"; echo "FAIL: build (full log: $build/ci-build.log)"; exit 1; }
 t_build=$(date +%s)
 warnings=$(grep -c "warning:" "$build/ci-build.log" || true)
 echo "   built $build/libfusekit.a; $warnings compiler warning lines (log: $build/ci-build.log)"
 
-# ---- device code: which kernels, what resources ----------------------------------------------
 compiler=$(sed -n 's/^CMAKE_HIP_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 llvm_bin=$(dirname "$(readlink -f "$compiler")")
 for tool in llvm-objcopy clang-offload-bundler llvm-readelf llvm-cxxfilt; do
@@ -66,11 +89,91 @@ for tool in llvm-objcopy clang-offload-bundler llvm-readelf llvm-cxxfilt; do
 done
 work="$build/device-check"
 rm -rf "$work" && mkdir -p "$work"
+# The library's GPU objects, from the build graph (not what lies in the directory: a source
+# removed since an earlier build leaves its object).
+mapfile -t objects < <(ninja -C "$build" -t targets all |
+  sed -n "s#^\(CMakeFiles/fusekit\.dir/src/gpu/.*\.cu\.o\): .*#$build/\1#p" | sort)
+((${#objects[@]})) || { echo "FAIL: no GPU objects found"; exit 1; }
+
+# ---- targets checked by the front end ---------------------------------------------------------
+# Each GPU source's own compile command (ninja's), for one target and device code only: through
+# the front end (-Xclang -disable-llvm-passes: the IR as the optimizer would get it, not
+# written), or, for the full units, to a device code bundle that the metadata step below reads
+# like the library's objects.
+frontend="$work/frontend"
+mkdir -p "$frontend"
+for unit in "${full_unit_list[@]}"; do
+  [[ " ${objects[*]##*/} " == *" $unit.o "* ]] ||
+    { echo "FAIL: FUSEKIT_CI_HIP_FULL_UNITS: no GPU source $unit in the library"; exit 1; }
+done
+compiles=()
+for arch in "${frontend_list[@]}"; do
+  for obj in "${objects[@]}"; do
+    unit=$(basename "$obj" .o)
+    command=$(ninja -C "$build" -t commands "${obj#"$build/"}" | tail -n 1)
+    words=()
+    eval "words=($command)"  # ninja's command line, as the shell would split it
+    args=()
+    skip=0
+    for w in "${words[@]}"; do
+      if ((skip)); then skip=0; continue; fi
+      case "$w" in
+        -o | -MT | -MF) skip=1 ;;
+        -c | -MD | --offload-arch=*) ;;
+        *) args+=("$w") ;;
+      esac
+    done
+    args+=(--offload-arch="$arch" --cuda-device-only)
+    if [[ " ${full_unit_list[*]} " == *" $unit "* ]]; then
+      args+=(-c -o "$frontend/$unit.$arch.fatbin")
+    else
+      args+=(-Xclang -disable-llvm-passes -S -emit-llvm -o /dev/null)
+    fi
+    job="$frontend/$unit.$arch"
+    { printf 'cd %q && ' "$build"; printf '%q ' "${args[@]}"; } >"$job.sh"
+    compiles+=("$job")
+  done
+done
+if ((${#compiles[@]})); then
+  echo "== ${frontend_list[*]}: every GPU source through the front end; machine code of" \
+    "${full_unit_list[*]:-none} ($jobs jobs)"
+  # Each compile's output and exit code beside it; xargs runs them, $jobs at a time ($1: the
+  # inner shell's).
+  # shellcheck disable=SC2016
+  printf '%s\0' "${compiles[@]}" |
+    xargs -0 -n 1 -P "$jobs" sh -c 'sh "$1.sh" >"$1.log" 2>&1; echo $? >"$1.rc"' sh
+  failed=0
+  for job in "${compiles[@]}"; do
+    if [[ "$(cat "$job.rc")" != 0 ]]; then
+      echo "   FAIL: ${job##*/} (command: $job.sh)"; tail -n 40 "$job.log" | sed 's/^/      /'
+      failed=1
+    fi
+  done
+  ((failed == 0)) || { echo "FAIL: front-end compile"; exit 1; }
+  echo "   $((${#compiles[@]})) compiles OK"
+fi
+t_frontend=$(date +%s)
+
+# ---- device code: which kernels, what resources ----------------------------------------------
 table="$work/kernels.tsv"  # arch, vgpr, agpr, sgpr, vgpr_spill, sgpr_spill, scratch, lds, wave, name
 : >"$table"
-mapfile -t objects < <(find "$build/CMakeFiles/fusekit.dir/src/gpu" -name '*.cu.o' | sort)
-((${#objects[@]})) || { echo "FAIL: no GPU objects found"; exit 1; }
-IFS=';' read -r -a arch_list <<<"$archs"
+# Appends the kernels of target $2's code object in the bundle $1 to the table.
+read_kernels() {
+  local bundle=$1 arch=$2
+  "$llvm_bin/clang-offload-bundler" --unbundle --type=o --input="$bundle" \
+    --targets="hipv4-amdgcn-amd-amdhsa--$arch" --output="${bundle%.fatbin}.$arch.co"
+  "$llvm_bin/llvm-readelf" --notes "${bundle%.fatbin}.$arch.co" | awk -v arch="$arch" '
+    { sub(/^  - /, "    ") }
+    /^    \.[a-z_]+:/ {
+      key = $1; sub(/:$/, "", key); v[key] = $2
+      if (key == ".wavefront_size")
+        printf "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", arch, v[".vgpr_count"],
+               v[".agpr_count"], v[".sgpr_count"], v[".vgpr_spill_count"],
+               v[".sgpr_spill_count"], v[".private_segment_fixed_size"],
+               v[".group_segment_fixed_size"], v[".wavefront_size"], v[".name"]
+      if (key == ".wavefront_size") delete v
+    }' >>"$table"
+}
 with_kernels=()
 for obj in "${objects[@]}"; do
   sections=$("$llvm_bin/llvm-readelf" -S "$obj")  # (not piped into grep -q: SIGPIPE + pipefail)
@@ -78,21 +181,10 @@ for obj in "${objects[@]}"; do
   with_kernels+=("$(basename "$obj" .o)")
   base="$work/$(basename "$obj" .o)"
   "$llvm_bin/llvm-objcopy" --dump-section=.hip_fatbin="$base.fatbin" "$obj" "$base.host.o"
-  for arch in "${arch_list[@]}"; do
-    "$llvm_bin/clang-offload-bundler" --unbundle --type=o --input="$base.fatbin" \
-      --targets="hipv4-amdgcn-amd-amdhsa--$arch" --output="$base.$arch.co"
-    "$llvm_bin/llvm-readelf" --notes "$base.$arch.co" | awk -v arch="$arch" '
-      { sub(/^  - /, "    ") }
-      /^    \.[a-z_]+:/ {
-        key = $1; sub(/:$/, "", key); v[key] = $2
-        if (key == ".wavefront_size")
-          printf "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", arch, v[".vgpr_count"],
-                 v[".agpr_count"], v[".sgpr_count"], v[".vgpr_spill_count"],
-                 v[".sgpr_spill_count"], v[".private_segment_fixed_size"],
-                 v[".group_segment_fixed_size"], v[".wavefront_size"], v[".name"]
-        if (key == ".wavefront_size") delete v
-      }' >>"$table"
-  done
+  for arch in "${arch_list[@]}"; do read_kernels "$base.fatbin" "$arch"; done
+done
+for arch in "${frontend_list[@]}"; do
+  for unit in "${full_unit_list[@]}"; do read_kernels "$frontend/$unit.$arch.fatbin" "$arch"; done
 done
 # Demangle, and pull out each kernel's path and its kWarp / kLoad template arguments. Where those
 # sit in each warp-dependent kernel's template list (1-based; the kernels' declarations):
@@ -148,7 +240,9 @@ paste "$table" "$work/names.txt" | awk -F'\t' -v OFS='\t' '
   END { exit bad }' >"$work/kernels.txt" ||
   { echo "FAIL: kWarp unreadable for some kernels (positions: the comment above this awk)"; exit 1; }
 
-echo "== device code of ${with_kernels[*]} (per target; 'native': kWarp = the target's wavefront size)"
+report_archs=("${arch_list[@]}" "${frontend_list[@]}")
+echo "== device code of ${with_kernels[*]} (${arch_list[*]}), of ${full_unit_list[*]:-none}" \
+  "(${frontend_list[*]:-no other target}); 'native': kWarp = the target's wavefront size"
 status=0
 # norm_gpu.cu's `constexpr int kStaticSmemReserve = <integer expression>;` (e.g. 8 * 1024).
 smem_reserve=$(sed -n '/kStaticSmemReserve = /{s/.*kStaticSmemReserve = \([^;]*\);.*/\1/p;q;}' \
@@ -161,7 +255,7 @@ else
 fi
 printf '   %-8s %5s %7s %7s %6s %5s %9s %7s %10s %7s %9s %10s\n' target wave kWarp32 kWarp64 native \
   stubs maxVGPR+A maxSGPR maxScratch maxLDS stagedLDS spills:v/s
-for arch in "${arch_list[@]}"; do
+for arch in "${report_archs[@]}"; do
   read -r wave n32 n64 native vmax smax scratch lds vspill sspill staged_lds stubs empty < <(awk -F'\t' \
     -v a="$arch" '
     $1 == a { wave = $12; n[$3]++; v = $5 + $6
@@ -200,7 +294,7 @@ for arch in "${arch_list[@]}"; do
 done
 # Resource usage of the largest registers-path and staged kernels per target (native warp size).
 echo "== heaviest native kernels (VGPR+AGPR / SGPR / spills v,s / scratch B per lane / static LDS B)"
-for arch in "${arch_list[@]}"; do
+for arch in "${report_archs[@]}"; do
   for path in registers staged act-quant; do
     # (no `sort | head` here: head's early exit would fail the pipeline under pipefail)
     awk -F'\t' -v a="$arch" -v p="$path" '
@@ -223,6 +317,7 @@ echo "   Full table: $work/kernels.txt)"
 
 t_end=$(date +%s)
 echo "== time: tools $((t_tools - t_start)) s, configure $((t_conf - t_tools)) s," \
-  "build $((t_build - t_conf)) s, checks $((t_end - t_build)) s, total $((t_end - t_start)) s"
+  "build $((t_build - t_conf)) s, front end $((t_frontend - t_build)) s," \
+  "checks $((t_end - t_frontend)) s, total $((t_end - t_start)) s"
 if ((status)); then echo "FAIL"; else echo "OK"; fi
 exit "$status"
