@@ -67,7 +67,7 @@ constexpr int64_t kMidSmGroups = 1024;
 // the GPU: spread over at least this many threads where the row has that many groups, a power of
 // two (N = 1024 and 2048 bf16), rather than four groups per thread on fewer. Cold L2 on an H100
 // (NOTES.md "Norm v22"), fused_add_rms_norm [2048, 2048] 13.06-13.18 us at 128 x 2 against
-// 13.55-13.73 at 64 x 4, in three sweeps over two sessions.
+// 13.55-13.73 at 64 x 4, in three sweeps on two machines.
 constexpr int kFusedAddMinThreadsPerRow = 128;
 // LayerNorm's bound (either form), twice the fused add's: cold-L2 times on an H100 (NOTES.md
 // "Norm v14") of layer_norm [512, 4096] 7.56 us at 256 x 2 against 8.04 at 128 x 4, [1024, 2048]
