@@ -37,10 +37,12 @@ namespace fusekit::gpu {
 #define FUSEKIT_RUNTIME(name) hip##name
 using DeviceProperties = hipDeviceProp_t;
 constexpr const char* kBackendName = "hip";
+constexpr hipError_t kNoKernelImage = hipErrorNoBinaryForGpu;
 #else
 #define FUSEKIT_RUNTIME(name) cuda##name
 using DeviceProperties = cudaDeviceProp;
 constexpr const char* kBackendName = "cuda";
+constexpr cudaError_t kNoKernelImage = cudaErrorNoKernelImageForDevice;
 #endif
 using StreamHandle = FUSEKIT_RUNTIME(Stream_t);
 using ErrorCode = FUSEKIT_RUNTIME(Error_t);

@@ -12,7 +12,18 @@
 namespace fusekit {
 namespace gpu {
 
+#if FUSEKIT_CUDA_COMPILE_CHECK
+// The device code was built unoptimized, only to check that it compiles (CMake's
+// FUSEKIT_CUDA_COMPILE_CHECK): gpu_count() reports no usable GPU and no kernel is launched.
+constexpr bool kDeviceCodeRuns = false;
+#else
+constexpr bool kDeviceCodeRuns = true;
+#endif
+
 ErrorCode query_device_info(int index, DeviceInfo* info) {
+  // Every GPU op reads the device's properties first, so this one check keeps them all from
+  // launching the unoptimized kernels of a compile-check build.
+  if (!kDeviceCodeRuns) return kNoKernelImage;
   constexpr int kMaxDevices = 64;
   static DeviceInfo cache[kMaxDevices];
   static std::atomic<bool> ready[kMaxDevices];
@@ -40,6 +51,14 @@ ErrorCode query_device_info(int index, DeviceInfo* info) {
 const char* gpu_backend_name() { return gpu::kBackendName; }
 
 int gpu_count(std::string* reason) {
+  if (!gpu::kDeviceCodeRuns) {
+    if (reason != nullptr) {
+      *reason = "this fusekit build's CUDA code is unoptimized, built only to check that it "
+                "compiles (FUSEKIT_CUDA_COMPILE_CHECK=ON; ./run.sh sets it on a machine without a "
+                "GPU): build it again where the GPU is, or with CUDA_ARCHS";
+    }
+    return 0;
+  }
   int n = 0;
   const gpu::ErrorCode e = gpu::get_device_count(&n);
   if (e != gpu::kSuccess) {

@@ -224,5 +224,31 @@ TEST(NormWithoutGpuBackend, GpuTensorsAreRefused) {
   EXPECT_NE(s.message().find("built without a GPU backend"), std::string::npos) << s.message();
 }
 
+// A build whose CUDA code is unoptimized, only to check that it compiles (CMake's
+// FUSEKIT_CUDA_COMPILE_CHECK, what ./run.sh builds without a GPU), reports no usable GPU and
+// refuses GPU tensors before touching them, even where a GPU is present.
+TEST(CudaCompileCheckBuild, ReportsNoGpuAndRefusesGpuTensors) {
+#if !FUSEKIT_CUDA_COMPILE_CHECK
+  GTEST_SKIP() << "not a compile-check build (FUSEKIT_CUDA_COMPILE_CHECK=OFF)";
+#else
+  std::string why;
+  EXPECT_EQ(gpu_count(&why), 0);
+  EXPECT_NE(why.find("FUSEKIT_CUDA_COMPILE_CHECK"), std::string::npos) << why;
+  std::vector<uint16_t> x_host(kM * kN, 0x3f80), w_host(kN, 0x3f80);
+  std::vector<uint16_t> out_host(kM * kN, 0x7fc1), before = out_host;
+  const Device gpu = Device::gpu(0);
+  const TensorView x = TensorView::contiguous(x_host.data(), DType::kBFloat16, gpu, {kM, kN});
+  const TensorView out = TensorView::contiguous(out_host.data(), DType::kBFloat16, gpu, {kM, kN});
+  const TensorView w = TensorView::contiguous(w_host.data(), DType::kBFloat16, gpu, {kN});
+  const TensorView half_out =
+      TensorView::contiguous(out_host.data(), DType::kBFloat16, gpu, {kM, kN / 2});
+  for (const Status& s : {rms_norm(out, x, w, kEps), silu_and_mul(half_out, x)}) {
+    EXPECT_EQ(s.code(), StatusCode::kRuntimeError);
+    EXPECT_NE(s.message().find("no kernel image"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(out_host, before);
+#endif
+}
+
 }  // namespace
 }  // namespace fusekit::testing
