@@ -13,6 +13,7 @@
 # builtins, in about an eighth of the time; the units in FUSEKIT_CI_HIP_FULL_UNITS (an fp8
 # activation unit and the norm backward, whose kernels hold the per-warp-size paths of
 # platform.h) get machine code for it too, so its wave32 kernels are seen to exist, not empty.
+# Those compiles run beside the gfx90a build, at the lowest priority.
 #
 #   .ci/gpu_compile_check.sh            # from anywhere; builds in <repo>/build/ci-hip
 #   .ci/gpu_compile_check.sh --tools-only   # only install what it needs (hipcc, cmake, ninja)
@@ -75,18 +76,6 @@ for arch in "${frontend_list[@]}"; do
     { echo "FAIL: $arch is in FUSEKIT_CI_HIP_ARCHS and FUSEKIT_CI_HIP_FRONTEND_ARCHS"; exit 1; }
 done
 
-echo "== build fusekit for ${arch_list[*]} ($jobs jobs)"
-cmake --build "$build" --target fusekit -j "$jobs" >"$build/ci-build.log" 2>&1 ||
-  { tail -n 80 "$build/ci-build.log"; echo "FAIL: build (full log: $build/ci-build.log)"; exit 1; }
-t_build=$(date +%s)
-warnings=$(grep -c "warning:" "$build/ci-build.log" || true)
-echo "   built $build/libfusekit.a; $warnings compiler warning lines (log: $build/ci-build.log)"
-
-compiler=$(sed -n 's/^CMAKE_HIP_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
-llvm_bin=$(dirname "$(readlink -f "$compiler")")
-for tool in llvm-objcopy clang-offload-bundler llvm-readelf llvm-cxxfilt; do
-  [[ -x "$llvm_bin/$tool" ]] || { echo "FAIL: $llvm_bin/$tool not found"; exit 1; }
-done
 work="$build/device-check"
 rm -rf "$work" && mkdir -p "$work"
 # The library's GPU objects, from the build graph (not what lies in the directory: a source
@@ -134,14 +123,32 @@ for arch in "${frontend_list[@]}"; do
     compiles+=("$job")
   done
 done
+# These compiles need only the configured build's commands, so they run beside the library's
+# build, at the lowest priority: they take the cycles that its last long compile, alone at the
+# end, leaves idle (a core for minutes on a 2-core machine), not its own.
 if ((${#compiles[@]})); then
-  echo "== ${frontend_list[*]}: every GPU source through the front end; machine code of" \
-    "${full_unit_list[*]:-none} ($jobs jobs)"
   # Each compile's output and exit code beside it; xargs runs them, $jobs at a time ($1: the
   # inner shell's).
   # shellcheck disable=SC2016
+  # In a process group of their own (setsid), which the script stops if it exits first.
   printf '%s\0' "${compiles[@]}" |
-    xargs -0 -n 1 -P "$jobs" sh -c 'sh "$1.sh" >"$1.log" 2>&1; echo $? >"$1.rc"' sh
+    setsid -w nice -n 19 xargs -0 -n 1 -P "$jobs" \
+      sh -c 'sh "$1.sh" >"$1.log" 2>&1; echo $? >"$1.rc"' sh &
+  frontend_pid=$!
+  trap 'kill -- -"$frontend_pid" 2>/dev/null || true' EXIT
+fi
+
+echo "== build fusekit for ${arch_list[*]} ($jobs jobs)"
+cmake --build "$build" --target fusekit -j "$jobs" >"$build/ci-build.log" 2>&1 ||
+  { tail -n 80 "$build/ci-build.log"; echo "FAIL: build (full log: $build/ci-build.log)"; exit 1; }
+t_build=$(date +%s)
+warnings=$(grep -c "warning:" "$build/ci-build.log" || true)
+echo "   built $build/libfusekit.a; $warnings compiler warning lines (log: $build/ci-build.log)"
+
+if ((${#compiles[@]})); then
+  echo "== ${frontend_list[*]}: every GPU source through the front end; machine code of" \
+    "${full_unit_list[*]:-none} ($jobs jobs, beside the build)"
+  wait "$frontend_pid" || { echo "FAIL: the front-end compiles' runner (exit code $?)"; exit 1; }
   failed=0
   for job in "${compiles[@]}"; do
     if [[ "$(cat "$job.rc")" != 0 ]]; then
@@ -153,6 +160,12 @@ if ((${#compiles[@]})); then
   echo "   $((${#compiles[@]})) compiles OK"
 fi
 t_frontend=$(date +%s)
+
+compiler=$(sed -n 's/^CMAKE_HIP_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+llvm_bin=$(dirname "$(readlink -f "$compiler")")
+for tool in llvm-objcopy clang-offload-bundler llvm-readelf llvm-cxxfilt; do
+  [[ -x "$llvm_bin/$tool" ]] || { echo "FAIL: $llvm_bin/$tool not found"; exit 1; }
+done
 
 # ---- device code: which kernels, what resources ----------------------------------------------
 table="$work/kernels.tsv"  # arch, vgpr, agpr, sgpr, vgpr_spill, sgpr_spill, scratch, lds, wave, name
@@ -317,7 +330,7 @@ echo "   Full table: $work/kernels.txt)"
 
 t_end=$(date +%s)
 echo "== time: tools $((t_tools - t_start)) s, configure $((t_conf - t_tools)) s," \
-  "build $((t_build - t_conf)) s, front end $((t_frontend - t_build)) s," \
+  "build $((t_build - t_conf)) s, front end (past the build) $((t_frontend - t_build)) s," \
   "checks $((t_end - t_frontend)) s, total $((t_end - t_start)) s"
 if ((status)); then echo "FAIL"; else echo "OK"; fi
 exit "$status"
