@@ -11,7 +11,7 @@
 
 namespace fusekit::gpu {
 
-template <NormKind kKind>
+template <NormKind kKind, bool kAdd>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
                    int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream);
 Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
@@ -148,9 +148,11 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   const int load = widest_load(p);
   if (p.out_fp8) return launch_norm_fp8(p, a, cfg, load, info, pdl, s);
   if (p.kind == NormKind::kRms) {
-    return launch_norm<NormKind::kRms>(p, a, cfg, load, info, pdl, s);
+    return p.add_residual ? launch_norm<NormKind::kRms, true>(p, a, cfg, load, info, pdl, s)
+                          : launch_norm<NormKind::kRms, false>(p, a, cfg, load, info, pdl, s);
   }
-  return launch_norm<NormKind::kLayer>(p, a, cfg, load, info, pdl, s);
+  return p.add_residual ? launch_norm<NormKind::kLayer, true>(p, a, cfg, load, info, pdl, s)
+                        : launch_norm<NormKind::kLayer, false>(p, a, cfg, load, info, pdl, s);
 }
 
 }  // namespace fusekit::gpu

@@ -1,10 +1,13 @@
 // Host side of the norm kernels: from a validated NormProblem and a NormConfig to a launch.
 //
-// launch_norm<kKind> is instantiated once per kind in its own translation unit (norm_rms.cu,
-// norm_layer.cu), and launch_norm_fp8 (RMSNorm with an fp8 output) in two more, one per kind of
-// fp8 format (norm_rms_fp8.cu: e4m3fn; norm_rms_fp8_format_in_args.cu: the format in the
-// arguments), so the parts of the kernel set compile in parallel. They turn the runtime dtypes,
-// the add flag, the load width and the warp size into template arguments, and launch the
+// The kernel set is instantiated in parts, each in its own translation unit, so that they compile
+// in parallel: launch_norm<kKind, kAdd> for each kind, without and with the fused residual add
+// (norm_rms.cu, norm_rms_add.cu, norm_layer.cu, norm_layer_add.cu), and RMSNorm with an fp8
+// output (launch_norm_fp8) per kind of fp8 format and the same two forms (norm_rms_fp8.cu and
+// norm_rms_fp8_add.cu: e4m3fn; norm_rms_fp8_format_in_args.cu and its _add: the format in the
+// arguments). A part is about half of what a kind's unit was, the fused add's the larger (it
+// also has the residual's dtypes): the longest unit bounds a parallel build. They turn the
+// runtime dtypes, the load width and the warp size into template arguments, and launch the
 // registers, cluster or staged kernel. Rows beyond what one grid can index go in several
 // launches.
 #pragma once
@@ -340,42 +343,54 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   return Status();
 }
 
-// Every dtype combination of kind kKind with output Fp8 (void: x's dtype; else an fp8 format tag:
-// gpu/common/fp8_pack.cuh).
-template <NormKind kKind, class Fp8>
+// Every dtype combination of kind kKind, with the fused residual add (kAdd) or without, with
+// output Fp8 (void: x's dtype; else an fp8 format tag: gpu/common/fp8_pack.cuh).
+template <NormKind kKind, bool kAdd, class Fp8>
 Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& args,
                           const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
                           StreamHandle stream) {
+  if (p.add_residual != kAdd) return Status::runtime_error("norm: internal add dispatch error");
   return dispatch_float_dtype(p.x_dtype, [&](auto x_tag) -> Status {
     using TX = typename decltype(x_tag)::type;
     return dispatch_x_or_float<TX>(p.weight_dtype, [&](auto w_tag) -> Status {
       using TW = typename decltype(w_tag)::type;
-      return dispatch_bool(p.add_residual, [&](auto add_tag) -> Status {
-        using AddTag = decltype(add_tag);
-        return dispatch_x_or_float<TX>(p.source_dtype(), [&](auto r_tag) -> Status {
-          using TR = typename decltype(r_tag)::type;
-          if constexpr (!AddTag::value && !std::is_same_v<TR, TX>) {
-            return Status::runtime_error("norm: internal dtype dispatch error");
-          } else {
-            auto with_load = [&](auto load_tag) -> Status {
-              return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
-                using K = NormTraits<kKind, AddTag::value, TX, TW, TR, decltype(load_tag)::value,
-                                     decltype(warp_tag)::value, Fp8>;
-                return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
-              });
-            };
-            return dispatch_load_width<16 / static_cast<int>(sizeof(TX))>(load_width, with_load);
-          }
-        });
+      return dispatch_x_or_float<TX>(p.source_dtype(), [&](auto r_tag) -> Status {
+        using TR = typename decltype(r_tag)::type;
+        if constexpr (!kAdd && !std::is_same_v<TR, TX>) {
+          return Status::runtime_error("norm: internal dtype dispatch error");
+        } else {
+          auto with_load = [&](auto load_tag) -> Status {
+            return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
+              using K = NormTraits<kKind, kAdd, TX, TW, TR, decltype(load_tag)::value,
+                                   decltype(warp_tag)::value, Fp8>;
+              return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
+            });
+          };
+          return dispatch_load_width<16 / static_cast<int>(sizeof(TX))>(load_width, with_load);
+        }
       });
     });
   });
 }
 
-template <NormKind kKind>
+template <NormKind kKind, bool kAdd>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
                    int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
-  return launch_norm_dtypes<kKind, void>(p, args, cfg, load_width, info, pdl, stream);
+  return launch_norm_dtypes<kKind, kAdd, void>(p, args, cfg, load_width, info, pdl, stream);
+}
+
+// RMSNorm's e4m3fn kernels, on a platform that converts to e4m3fn in hardware (CUDA); elsewhere
+// none (dispatch_codes_format never asks for them there), so no unit builds them in vain.
+template <bool kAdd>
+Status launch_norm_e4m3fn(const detail::NormProblem& p, const NormKernelArgs& args,
+                          const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                          StreamHandle stream) {
+  if constexpr (platform_has_hardware_e4m3fn()) {
+    return launch_norm_dtypes<NormKind::kRms, kAdd, detail::Fp8E4M3FN>(p, args, cfg, load_width,
+                                                                       info, pdl, stream);
+  } else {
+    return Status::runtime_error("norm: no e4m3fn kernels are built for this platform");
+  }
 }
 
 }  // namespace fusekit::gpu

@@ -1,16 +1,23 @@
 // RMSNorm and fused_add_rms_norm with an fp8 output (static or dynamic per-row scale), every
-// dtype combination: the entry that picks the kernel set for the format, and the e4m3fn kernels
-// of the platform that converts to it in hardware (CUDA; their GPUs before sm_89 convert in
-// software). The kernels that read the format from their arguments (every format on HIP,
-// e4m3fnuz on CUDA) compile apart, in parallel (norm_rms_fp8_format_in_args.cu). See
-// norm_launch.cuh.
+// dtype combination: the entry that picks the kernel set for the format and the form, and the
+// e4m3fn kernels without the fused add of the platform that converts to it in hardware (CUDA;
+// their GPUs before sm_89 convert in software). The fused add's e4m3fn kernels
+// (norm_rms_fp8_add.cu) and the kernels that read the format from their arguments (every format
+// on HIP, e4m3fnuz on CUDA: norm_rms_fp8_format_in_args.cu and its _add) compile apart, in
+// parallel. See norm_launch.cuh.
 #include "core/fp8.h"
 #include "gpu/common/fp8_pack.cuh"
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
 
-extern template Status launch_norm_dtypes<NormKind::kRms, Fp8FormatInArgs>(
+extern template Status launch_norm_e4m3fn<true>(const detail::NormProblem&,
+                                                const NormKernelArgs&, const NormConfig&, int,
+                                                const DeviceInfo&, bool, StreamHandle);
+extern template Status launch_norm_dtypes<NormKind::kRms, false, Fp8FormatInArgs>(
+    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
+    bool, StreamHandle);
+extern template Status launch_norm_dtypes<NormKind::kRms, true, Fp8FormatInArgs>(
     const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
     bool, StreamHandle);
 
@@ -23,8 +30,15 @@ Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
     return Status::runtime_error("norm: fp8 output takes no weight_after_cast");
   }
   return dispatch_codes_format(p.out_fp8_format, [&](auto format_tag) -> Status {
-    return launch_norm_dtypes<NormKind::kRms, decltype(format_tag)>(p, args, cfg, load_width,
-                                                                     info, pdl, stream);
+    return dispatch_bool(p.add_residual, [&](auto add_tag) -> Status {
+      constexpr bool kAdd = decltype(add_tag)::value;
+      if constexpr (std::is_same_v<decltype(format_tag), Fp8FormatInArgs>) {
+        return launch_norm_dtypes<NormKind::kRms, kAdd, Fp8FormatInArgs>(p, args, cfg, load_width,
+                                                                          info, pdl, stream);
+      } else {
+        return launch_norm_e4m3fn<kAdd>(p, args, cfg, load_width, info, pdl, stream);
+      }
+    });
   });
 }
 

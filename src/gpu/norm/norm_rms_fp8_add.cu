@@ -1,0 +1,9 @@
+// fused_add_rms_norm with e4m3fn codes where the platform converts to them in hardware (CUDA;
+// nothing is built elsewhere): norm_rms_fp8.cu's fused-add half. See norm_launch.cuh.
+#include "gpu/norm/norm_launch.cuh"
+
+namespace fusekit::gpu {
+template Status launch_norm_e4m3fn<true>(const detail::NormProblem&, const NormKernelArgs&,
+                                         const NormConfig&, int, const DeviceInfo&, bool,
+                                         StreamHandle);
+}  // namespace fusekit::gpu
