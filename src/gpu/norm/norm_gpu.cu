@@ -5,6 +5,7 @@
 
 #include "gpu/common/access.h"
 #include "gpu/common/check.h"
+#include "gpu/common/dispatch.h"
 #include "gpu/norm/norm_gpu.h"
 #include "gpu/norm/norm_kernel.cuh"
 #include "gpu/platform.h"
@@ -147,12 +148,12 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   const auto s = static_cast<StreamHandle>(stream);
   const int load = widest_load(p);
   if (p.out_fp8) return launch_norm_fp8(p, a, cfg, load, info, pdl, s);
-  if (p.kind == NormKind::kRms) {
-    return p.add_residual ? launch_norm<NormKind::kRms, true>(p, a, cfg, load, info, pdl, s)
-                          : launch_norm<NormKind::kRms, false>(p, a, cfg, load, info, pdl, s);
-  }
-  return p.add_residual ? launch_norm<NormKind::kLayer, true>(p, a, cfg, load, info, pdl, s)
-                        : launch_norm<NormKind::kLayer, false>(p, a, cfg, load, info, pdl, s);
+  return dispatch_bool(p.add_residual, [&](auto add_tag) -> Status {
+    constexpr bool kAdd = decltype(add_tag)::value;
+    return p.kind == NormKind::kRms
+               ? launch_norm<NormKind::kRms, kAdd>(p, a, cfg, load, info, pdl, s)
+               : launch_norm<NormKind::kLayer, kAdd>(p, a, cfg, load, info, pdl, s);
+  });
 }
 
 }  // namespace fusekit::gpu
