@@ -19,13 +19,14 @@
 // Dtypes. grad_out: the forward output's dtype (float32, float16 or bfloat16). h: grad_out's dtype
 // or float32 (the fp32 residual stream); grad_h and grad_residual_out: h's dtype. weight:
 // grad_out's dtype or float32; grad_weight and grad_bias: weight's dtype (without a weight,
-// grad_bias is grad_out's dtype or float32). rstd, mean: float32 with M elements. Shapes and strides follow
-// norm.h: [..., N] with rows of any stride >= N and a contiguous last dimension.
+// grad_bias is grad_out's dtype or float32). rstd, mean: float32 with M elements. Shapes and
+// strides follow norm.h: [..., N] with rows of any stride >= N and a contiguous last dimension.
 //
 // Determinism. grad_weight and grad_bias are sums over rows. They are formed without atomics:
-// rows are split into norm_backward_partials(M) consecutive ranges, each range's float32 sum goes
-// to its own row of `workspace`, and a second pass adds those rows in a fixed order. The result
-// depends only on the inputs, M, N and the device's warp size, and is bitwise the same run to run.
+// rows are split into norm_backward_partials(M) consecutive ranges (the CPU backend: fewer, longer
+// ones, at least 32 rows each), each range's float32 sum goes to its own row of `workspace`, and a
+// second pass adds those rows in a fixed order. The result depends only on the inputs, M, N and
+// the device's warp size, and is bitwise the same run to run.
 // `workspace` is a contiguous float32 buffer of at least norm_backward_workspace_size(...)
 // elements, on the tensors' device; it is needed only when grad_weight or grad_bias is requested.
 //

@@ -1,16 +1,21 @@
 // Row sums for the CPU backend in a fixed order that vectorizes.
 //
-// Eight lanes: lane l adds term(j) for every j = l (mod 8), in order from j = 0, and the lanes
-// are combined pairwise at the end. Written as whole blocks of eight (each lane one vector lane)
-// and a tail, the loop vectorizes without reassociating anything, and the sum depends only on n:
-// the same in either build of the loops (cpu_isa.h) and whatever the thread count.
+// kSumLanes lanes: lane l adds term(j) for every j = l (mod kSumLanes), in order from j = 0, and
+// the lanes are combined by halving at the end (lane l + half into lane l, half = 16, 8, ..., 1).
+// Written as whole blocks of lanes (each lane one vector lane) and a tail, the loop vectorizes
+// without reassociating anything, and the sum depends only on n: the same in either build of the
+// loops (cpu_isa.h) and whatever the thread count.
+//
+// Why 32 lanes: each vector of lanes is one chain of dependent adds, so a sum over one vector
+// waits on the add's latency (3-4 cycles) every eight elements; four AVX2 vectors (eight SSE
+// ones) keep four chains in flight, and the sum runs at the loads' rate instead.
 #pragma once
 
 #include <cstdint>
 
 namespace fusekit::detail {
 
-constexpr int kSumLanes = 8;
+constexpr int kSumLanes = 32;
 
 template <typename Term>
 float lane_sum(int64_t n, const Term& term) {
@@ -20,8 +25,10 @@ float lane_sum(int64_t n, const Term& term) {
     for (int l = 0; l < kSumLanes; ++l) lanes[l] += term(j + l);
   }
   for (; j < n; ++j) lanes[j % kSumLanes] += term(j);
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (int half = kSumLanes / 2; half > 0; half /= 2) {
+    for (int l = 0; l < half; ++l) lanes[l] += lanes[l + half];
+  }
+  return lanes[0];
 }
 
 }  // namespace fusekit::detail

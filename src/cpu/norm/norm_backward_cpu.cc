@@ -1,12 +1,14 @@
 // CPU backend for the backward passes of the normalization family (fusekit/norm_backward.h): plain
 // loops with float32 accumulation, following the GPU kernels' structure.
 //
-// Rows are split into the problem's partial ranges; each range (one OpenMP work item) computes
-// its rows' input gradients and sums grad_out * xhat and grad_out into its own workspace row, in
-// row order; a second pass adds the workspace rows in partial order. So the parameter gradients
-// are the same whatever the thread count, and match the GPU's two-pass structure. Row sums use
-// eight interleaved accumulators combined in a fixed order (cpu/common/lane_sum.h), as the forward
-// CPU backend does. As there, each row's loops run compiled for AVX2 + FMA where the CPU has them
+// Rows are split into partial ranges; each range (one OpenMP work item) computes its rows' input
+// gradients and sums grad_out * xhat and grad_out into its own workspace row, in row order; a
+// second pass adds the workspace rows in partial order. So the parameter gradients are the same
+// whatever the thread count, with the GPU's two-pass structure. The ranges are longer than the
+// GPU's (cpu_partials): a CPU has tens of threads, not thousands, and every workspace row is
+// written and read back (and its pages first touched) once per call. Row sums use interleaved
+// accumulators combined in a fixed order (cpu/common/lane_sum.h), as the forward CPU backend
+// does. As there, each row's loops run compiled for AVX2 + FMA where the CPU has them
 // (cpu/common/cpu_isa.h), with the same bits, written to vectorize; the weight is converted to
 // float32 once per call, and rows from and to 16-bit dtypes a run at a time
 // (cpu/common/row_convert.h).
@@ -97,32 +99,54 @@ void backward_rows(const NormBackwardProblem& p, const float* weight) {
   }
 }
 
-// grad_weight / grad_bias = the workspace rows added in partial order.
+// grad_weight / grad_bias = the workspace rows added in partial order: each column's sum starts
+// at 0 and adds partial 0, 1, ... in turn. The columns go a chunk at a time, each chunk's sums in
+// a local array while the partials stream through it row by row (the workspace is partials x 2N
+// floats, 16 MB at M = 2048, N = 4096: read down its columns, every element is a cache miss).
 template <typename TP>
 void reduce_partials(const NormBackwardProblem& p) {
+  constexpr int64_t kColumns = 1024;  // a chunk's sums: 4 KB, in L1 with the rows' segments
   const int64_t n = p.cols;
   const int64_t ws_row = p.workspace_row();
+  const int64_t chunks = (n + kColumns - 1) / kColumns;
   void* outs[2] = {p.grad_weight, p.grad_bias};
   const int64_t offsets[2] = {p.weight_offset_in_row(), p.bias_offset_in_row()};
   for (int i = 0; i < 2; ++i) {
     if (outs[i] == nullptr) continue;
     TP* out = static_cast<TP*>(outs[i]);
+    const float* sums_of_partial_0 = p.workspace + offsets[i];
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static)
 #endif
-    for (int64_t j = 0; j < n; ++j) {
-      float sum = 0.0f;
-      for (int64_t part = 0; part < p.partials; ++part) {
-        sum += p.workspace[part * ws_row + offsets[i] + j];
-      }
-      out[j] = from_float<TP>(sum);
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t j0 = chunk * kColumns;
+      const int64_t count = std::min(kColumns, n - j0);
+      for_this_cpu([&] {
+        float sum[kColumns] = {};
+        for (int64_t part = 0; part < p.partials; ++part) {
+          const float* partial = sums_of_partial_0 + part * ws_row + j0;
+          for (int64_t k = 0; k < count; ++k) sum[k] += partial[k];
+        }
+        narrow_row(sum, out + j0, count);
+      });
     }
   }
 }
 
+// Partial ranges of at least kCpuRowsPerPartial rows (so a range's workspace row is at most a
+// 32nd of its rows' inputs), never more than the GPU's count, which sized the workspace. A
+// function of M alone, as the results' determinism requires.
+constexpr int64_t kCpuRowsPerPartial = 32;
+
+int64_t cpu_partials(const NormBackwardProblem& p) {
+  return std::min(p.partials, (p.rows + kCpuRowsPerPartial - 1) / kCpuRowsPerPartial);
+}
+
 }  // namespace
 
-Status run_norm_backward_cpu(const NormBackwardProblem& p) {
+Status run_norm_backward_cpu(const NormBackwardProblem& problem) {
+  NormBackwardProblem p = problem;
+  p.partials = cpu_partials(problem);
   // The weight plus its offset, converted once for every row.
   std::vector<float> weight;
   if (p.weight != nullptr) {

@@ -2,7 +2,7 @@
 //
 // It follows the GPU kernels' definition step for step (h rounded to the residual dtype before it
 // is normalized, the optional cast-before-weight rounding, a two-pass mean/variance for
-// LayerNorm), so CPU and GPU results agree to rounding. Sums use eight interleaved float
+// LayerNorm), so CPU and GPU results agree to rounding. Sums use 32 interleaved float
 // accumulators combined in a fixed order: vectorizable, and deterministic for a given N. Rows are
 // independent, so they are split across OpenMP threads when OpenMP is available; each row runs
 // compiled for AVX2 + FMA where the CPU has them (cpu/common/cpu_isa.h), with the same bits, in
@@ -108,8 +108,8 @@ RowStatistics row_statistics(const NormProblem& p, const float* h) {
 // The outputs of y, the float32 value of element j that the output is rounded (or quantized) from,
 // in the GPU kernels' order (output_values, gpu/norm/norm_group_io.cuh): RMSNorm weighs h before
 // it scales it, (h * w) * rstd, unless weight_after_cast; the weight without one is 1. y goes to
-// the output, or for fp8 outputs back into h, for quantize_row. `weight` is the call's weight plus its offset and `bias` its bias, as float32
-// (RowConstants); either may be absent.
+// the output, or for fp8 outputs back into h, for quantize_row. `weight` is the call's weight plus
+// its offset and `bias` its bias, as float32 (RowConstants); either may be absent.
 template <typename TX>
 void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, const float* weight,
                const float* bias) {
