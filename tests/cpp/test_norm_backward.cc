@@ -2,8 +2,12 @@
 // every dtype combination, odd and long rows (long enough that the GPU sums parameter gradients in
 // global memory instead of shared memory), M in {0, 1, 3, 257}, strided and unaligned rows, each
 // gradient requested or not, Gemma's weight offset; then run-to-run determinism of every output
-// and batch invariance of the input gradient.
+// and batch invariance of the input gradient; on the CPU, the same bits whatever the thread count.
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "gtest/gtest.h"
 #include "norm_backward_cases.h"
@@ -153,6 +157,36 @@ TEST_P(NormBackward, DeterministicAndBatchInvariant) {
     ASSERT_TRUE(single.status.ok()) << single.status.to_string();
     EXPECT_EQ(output_bits(single, 0, 1), output_bits(first, 0, 1));
   }
+}
+
+// The CPU's partial ranges are OpenMP work items: one thread, two or three (more than this
+// machine may have cores) must give the same bits, the parameter sums included.
+TEST_P(NormBackward, CpuThreadCountDoesNotChangeBits) {
+#if defined(_OPENMP)
+  if (backend() != Backend::kCPU) GTEST_SKIP() << "a CPU backend property";
+  const int threads_before = omp_get_max_threads();
+  for (int64_t n : {769, 4096}) {
+    BackwardCase c;
+    c.op = op();
+    c.rows = 301;  // ten partial ranges on the CPU, the last one short
+    c.cols = n;
+    c.seed = static_cast<uint32_t>(n + 7);
+    SCOPED_TRACE(c.name());
+    std::vector<BackwardRun> runs;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      runs.push_back(run_backward_case(c, backend()));
+      ASSERT_TRUE(runs.back().status.ok()) << runs.back().status.to_string();
+    }
+    for (size_t i = 1; i < runs.size(); ++i) {
+      EXPECT_EQ(output_bits(runs[0], 0, c.rows), output_bits(runs[i], 0, c.rows));
+      EXPECT_EQ(param_bits(runs[0]), param_bits(runs[i]));
+    }
+  }
+  omp_set_num_threads(threads_before);
+#else
+  GTEST_SKIP() << "built without OpenMP: the CPU backend runs on one thread";
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(
