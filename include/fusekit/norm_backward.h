@@ -24,7 +24,7 @@
 //
 // Determinism. grad_weight and grad_bias are sums over rows. They are formed without atomics:
 // rows are split into norm_backward_partials(M) consecutive ranges (the CPU backend: fewer, longer
-// ones, at least 32 rows each), each range's float32 sum goes to its own row of `workspace`, and a
+// ones, about 32 rows each), each range's float32 sum goes to its own row of `workspace`, and a
 // second pass adds those rows in a fixed order. The result depends only on the inputs, M, N and
 // the device's warp size, and is bitwise the same run to run.
 // `workspace` is a contiguous float32 buffer of at least norm_backward_workspace_size(...)

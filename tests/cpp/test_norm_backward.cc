@@ -164,11 +164,15 @@ TEST_P(NormBackward, DeterministicAndBatchInvariant) {
 TEST_P(NormBackward, CpuThreadCountDoesNotChangeBits) {
 #if defined(_OPENMP)
   if (backend() != Backend::kCPU) GTEST_SKIP() << "a CPU backend property";
-  const int threads_before = omp_get_max_threads();
+  // Restores the thread count however the test ends.
+  struct ThreadCountGuard {
+    int before = omp_get_max_threads();
+    ~ThreadCountGuard() { omp_set_num_threads(before); }
+  } guard;
   for (int64_t n : {769, 4096}) {
     BackwardCase c;
     c.op = op();
-    c.rows = 301;  // ten partial ranges on the CPU, the last one short
+    c.rows = 301;  // ten partial ranges on the CPU, of 30 and 31 rows
     c.cols = n;
     c.seed = static_cast<uint32_t>(n + 7);
     SCOPED_TRACE(c.name());
@@ -183,7 +187,6 @@ TEST_P(NormBackward, CpuThreadCountDoesNotChangeBits) {
       EXPECT_EQ(param_bits(runs[0]), param_bits(runs[i]));
     }
   }
-  omp_set_num_threads(threads_before);
 #else
   GTEST_SKIP() << "built without OpenMP: the CPU backend runs on one thread";
 #endif

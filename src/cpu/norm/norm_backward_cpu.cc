@@ -133,9 +133,9 @@ void reduce_partials(const NormBackwardProblem& p) {
   }
 }
 
-// Partial ranges of at least kCpuRowsPerPartial rows (so a range's workspace row is at most a
-// 32nd of its rows' inputs), never more than the GPU's count, which sized the workspace. A
-// function of M alone, as the results' determinism requires.
+// ceil(M / kCpuRowsPerPartial) partial ranges, about 32 rows each (so a range's workspace row is
+// about a 32nd of its rows' inputs), never more than the GPU's count, which sized the workspace.
+// A function of M alone, as the results' determinism requires.
 constexpr int64_t kCpuRowsPerPartial = 32;
 
 int64_t cpu_partials(const NormBackwardProblem& p) {
