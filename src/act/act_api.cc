@@ -36,6 +36,20 @@ Status expect_activation(const char* op, Activation act) {
                                         std::to_string(static_cast<int>(act)));
 }
 
+enum class Entry { kForward, kQuantFp8, kBackward };
+
+// What error messages call an op of a valid activation: the function for it that the caller most
+// likely called (silu_and_mul, gelu_tanh_and_mul_quant_fp8, ...), rather than the generic entry
+// (act_and_mul, whose name they give when the activation itself is invalid).
+const char* op_name(Activation act, Entry entry) {
+  static constexpr const char* kNames[3][3] = {
+      {"silu_and_mul", "silu_and_mul_quant_fp8", "silu_and_mul_backward"},
+      {"gelu_tanh_and_mul", "gelu_tanh_and_mul_quant_fp8", "gelu_tanh_and_mul_backward"},
+      {"gelu_and_mul", "gelu_and_mul_quant_fp8", "gelu_and_mul_backward"}};
+  const int a = act == Activation::kSilu ? 0 : act == Activation::kGeluTanh ? 1 : 2;
+  return kNames[a][static_cast<int>(entry)];
+}
+
 // A float input: rows, dtype among the float dtypes (and equal to `dtype_ref` when given),
 // device equal to `device`.
 Status float_rows(const char* op, const char* arg, const TensorView& t, const Device& device,
@@ -97,8 +111,8 @@ struct ForwardCall {
 };
 
 Status build_forward(const ForwardCall& c, ActProblem* p) {
-  const char* op = c.op;
-  FUSEKIT_RETURN_IF_ERROR(expect_activation(op, c.act));
+  FUSEKIT_RETURN_IF_ERROR(expect_activation(c.op, c.act));
+  const char* op = op_name(c.act, c.quantize ? Entry::kQuantFp8 : Entry::kForward);
   Rows gate, up, out;
   const TensorView* in;  // the tensor out's shape and the dtype derive from
   std::vector<Operand> inputs;
@@ -192,8 +206,8 @@ struct BackwardCall {
 };
 
 Status build_backward(const BackwardCall& c, ActBackwardProblem* p) {
-  const char* op = c.op;
-  FUSEKIT_RETURN_IF_ERROR(expect_activation(op, c.act));
+  FUSEKIT_RETURN_IF_ERROR(expect_activation(c.op, c.act));
+  const char* op = op_name(c.act, Entry::kBackward);
   Rows gate, up, grad_out, grad_gate, grad_up;
   const TensorView* in;
   const char* in_name;

@@ -1,9 +1,10 @@
 // Bad calls to the gated-activation ops (forward, fp8-quantized, backward; fused [..., 2N] input
-// and separate gate / up): each gets a Status naming the argument with the expected and the
-// actual value, and nothing is written (every buffer is compared byte for byte with its poisoned
-// state after the call). The fp8 cases include the format mix-up that would silently halve or
-// double every value: an e4m3fnuz tensor written as e4m3fn, and the reverse. Run on every backend
-// present.
+// and separate gate / up): each gets a Status naming the op as its caller knows it
+// (silu_and_mul_quant_fp8, ...; act_and_mul when the activation itself is invalid) and the
+// argument, with the expected and the actual value, and nothing is written (every buffer is
+// compared byte for byte with its poisoned state after the call). The fp8 cases include the
+// format mix-up that would silently halve or double every value: an e4m3fnuz tensor written as
+// e4m3fn, and the reverse. Run on every backend present.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -64,9 +65,9 @@ std::vector<BadCase> forward_cases(Backend backend) {
       {"unknown activation", [](O& o) { return act_and_mul(static_cast<Activation>(9), o.out.view(), o.x.view()); },
        kInvalid, {"act_and_mul: act:", "expected silu, gelu_tanh or gelu but got value 9"}},
       {"odd last dimension", [](O& o) { return silu_and_mul(o.out.view(), with_shape(o.x.view(), {kM, 2 * kN - 1}, {2 * kN, 1})); },
-       kInvalid, {"act_and_mul: x:", "expected an even last dimension (gate and up halves of 2N) but got 127"}},
+       kInvalid, {"silu_and_mul: x:", "expected an even last dimension (gate and up halves of 2N) but got 127"}},
       {"x int32", [](O& o) { return gelu_and_mul(o.out.view(), with_dtype(o.x.view(), DType::kInt32)); },
-       kUnsupported, {"x:", "expected dtype float32 or float16 or bfloat16 but got int32"}},
+       kUnsupported, {"gelu_and_mul: x:", "expected dtype float32 or float16 or bfloat16 but got int32"}},
       {"x fp8", [](O& o) { return gelu_and_mul(o.out.view(), with_dtype(o.x.view(), DType::kFloat8E4M3FN)); },
        kUnsupported, {"x:", "got float8_e4m3fn"}},
       {"up shape differs from gate", [](O& o) { return silu_and_mul(o.out.view(), o.gate.view(), with_shape(o.up.view(), {kM, kN - 1}, {kN, 1})); },
@@ -111,9 +112,9 @@ std::vector<BadCase> quant_cases(Backend backend) {
   const Device other = other_device(backend);
   return {
       {"e4m3fnuz tensor written as e4m3fn", [](O& o) { return silu_and_mul_quant_fp8(o.out_fnuz.view(), o.scale_1d(), o.x.view(), kFN); },
-       kUnsupported, {"act_and_mul_quant_fp8: out:", "expected dtype float8_e4m3fn (format e4m3fn) but got float8_e4m3fnuz"}},
-      {"e4m3fn tensor written as e4m3fnuz", [](O& o) { return act_and_mul_quant_fp8(kSilu, o.out_fn.view(), o.scale_1d(), o.gate.view(), o.up.view(), kFNUZ); },
-       kUnsupported, {"out:", "expected dtype float8_e4m3fnuz (format e4m3fnuz) but got float8_e4m3fn"}},
+       kUnsupported, {"silu_and_mul_quant_fp8: out:", "expected dtype float8_e4m3fn (format e4m3fn) but got float8_e4m3fnuz"}},
+      {"e4m3fn tensor written as e4m3fnuz", [](O& o) { return act_and_mul_quant_fp8(Activation::kGeluTanh, o.out_fn.view(), o.scale_1d(), o.gate.view(), o.up.view(), kFNUZ); },
+       kUnsupported, {"gelu_tanh_and_mul_quant_fp8: out:", "expected dtype float8_e4m3fnuz (format e4m3fnuz) but got float8_e4m3fn"}},
       {"bfloat16 out for fp8", [](O& o) { return gelu_and_mul_quant_fp8(o.out.view(), o.scale_1d(), o.x.view(), kFN); },
        kUnsupported, {"out:", "expected dtype float8_e4m3fn (format e4m3fn) but got bfloat16"}},
       {"unknown format", [](O& o) { return silu_and_mul_quant_fp8(o.out_fn.view(), o.scale_1d(), o.x.view(), static_cast<Fp8Format>(7)); },
@@ -158,9 +159,9 @@ std::vector<BadCase> backward_cases(Backend backend) {
   const Device other = other_device(backend);
   return {
       {"odd last dimension", [](O& o) { return act_and_mul_backward(kSilu, with_shape(o.grad_x.view(), {kM, 2 * kN - 1}, {2 * kN, 1}), o.grad_out.view(), with_shape(o.x.view(), {kM, 2 * kN - 1}, {2 * kN, 1})); },
-       kInvalid, {"act_and_mul_backward: x:", "expected an even last dimension", "got 127"}},
-      {"grad_x shape", [](O& o) { return act_and_mul_backward(kSilu, with_shape(o.grad_x.view(), {kM, kN}, {2 * kN, 1}), o.grad_out.view(), o.x.view()); },
-       kInvalid, {"grad_x:", "expected shape [4, 128] (x's shape) but got [4, 64]"}},
+       kInvalid, {"silu_and_mul_backward: x:", "expected an even last dimension", "got 127"}},
+      {"grad_x shape", [](O& o) { return act_and_mul_backward(Activation::kGelu, with_shape(o.grad_x.view(), {kM, kN}, {2 * kN, 1}), o.grad_out.view(), o.x.view()); },
+       kInvalid, {"gelu_and_mul_backward: grad_x:", "expected shape [4, 128] (x's shape) but got [4, 64]"}},
       {"grad_x dtype", [](O& o) { return act_and_mul_backward(kSilu, with_dtype(o.grad_x.view(), DType::kFloat16), o.grad_out.view(), o.x.view()); },
        kUnsupported, {"grad_x:", "expected dtype bfloat16 (x's dtype) but got float16"}},
       {"grad_out shape", [](O& o) { return act_and_mul_backward(kSilu, o.grad_x.view(), with_shape(o.grad_x.view(), {kM, 2 * kN}, {2 * kN, 1}), o.x.view()); },

@@ -229,10 +229,11 @@ def test_random_inputs_quantize_alike_in_eager_and_compiled(device, gen):
      "scale: expected dtype torch.float32 but got torch.float16"),
     # The operators themselves, past the Python checks: the C++ message.
     (lambda x, g, u: torch.ops.fusekit.silu_and_mul(x[:, :7]), ValueError,
-     "act_and_mul: x: expected an even last dimension"),
+     "silu_and_mul: x: expected an even last dimension"),
     (lambda x, g, u: torch.ops.fusekit.gelu_and_mul_quant_fp8_out(
         torch.empty(4, 8, dtype=torch.float8_e4m3fnuz), torch.empty(4), x, "e4m3fn"), ValueError,
-     "out: expected dtype float8_e4m3fn (format e4m3fn) but got float8_e4m3fnuz"),
+     "gelu_and_mul_quant_fp8: out: expected dtype float8_e4m3fn (format e4m3fn) but got "
+     "float8_e4m3fnuz"),
     (lambda x, g, u: torch.ops.fusekit.silu_and_mul_quant_fp8(x, "fp8"), ValueError,
      'silu_and_mul_quant_fp8: format: expected "e4m3fn" or "e4m3fnuz" but got "fp8"'),
     (lambda x, g, u: torch.ops.fusekit.silu_and_mul_split_out(g, g, u), ValueError,
