@@ -7,6 +7,16 @@
 // no-op. Every tensor of a call lives on one device: CPU tensors run on the CPU backend, GPU
 // tensors on the GPU backend, on `stream`.
 //
+// Rows in runs. For rms_norm and layer_norm, the leading dimensions of x and out may also flatten
+// into two strides: runs of rows of one stride >= N, the runs one stride apart, each run ending
+// before the next begins. A per-head norm (the q / k norms of Qwen3, Gemma 3 or Command R) on a
+// view of a fused q/k/v projection's output is such a call: q = qkv[:, :H * D] seen as [T, H, D]
+// (strides {(H + 2 * Hkv) * D, D, 1}) is T runs of H rows, normalized where it lies, in place too
+// (out = x), with no copy, and with the bits of the same rows laid out one stride apart. x and
+// out in runs must have runs of the same length (one of them may be rows of one stride), and
+// fewer than 2^31 rows. The fused adds (whose residual stream is rows of one stride), the fp8
+// forms (whose outputs feed GEMMs) and the backward ops take rows of one stride.
+//
 // Dtypes. x, out, residual and residual_out: float32, float16 or bfloat16; out has x's dtype
 // (the fp8 forms' out: see "fp8 output" below).
 // weight and bias: x's dtype or float32. residual and residual_out: x's dtype or float32 (an fp32

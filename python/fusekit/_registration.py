@@ -26,6 +26,7 @@ import operator
 import torch
 
 from .activation import ACTIVATIONS, fp8_dtype
+from .functional import _is_rows
 
 _ops = torch.ops.fusekit
 
@@ -228,6 +229,12 @@ def _contiguous(grad):
     return grad if grad is None or grad.is_contiguous() else grad.contiguous()
 
 
+def _backward_rows(h):
+    # The forward ops also take rows in runs (per-head views of a fused projection's output); the
+    # backward ops take rows of one stride.
+    return h if h.is_contiguous() or _is_rows(h) else h.contiguous()
+
+
 def _grads(ctx, grad_out, grad_h_extra):
     """(grad of h, grad of weight[, grad of bias]) of y = norm(h), plus grad_h_extra (the gradient
     that reached residual_out) added to grad of h. Missing statistics are recomputed."""
@@ -237,6 +244,7 @@ def _grads(ctx, grad_out, grad_h_extra):
                 None if not ctx.bias_grad else torch.zeros_like(bias))
         return (grad_h_extra,) + (zero if ctx.layer else zero[:1])
     grad_out, grad_h_extra = _contiguous(grad_out), _contiguous(grad_h_extra)
+    h = _backward_rows(h)
     # Recomputed statistics depend on h alone; float32 parameters suit an h of any dtype.
     w32 = None if weight is None else weight.float()
     if ctx.layer:

@@ -102,29 +102,56 @@ def _needs_grad(*tensors) -> bool:
 
 # ---- layouts -------------------------------------------------------------------------------------
 
-def _is_rows(t: Tensor) -> bool:
-    """Whether the kernels can address t directly: rows of a contiguous last dimension whose
-    leading dimensions flatten into one row stride >= N (fusekit::TensorView's rule)."""
+def _run_rows(t: Tensor) -> int | None:
+    """How the kernels can address t: None when they cannot; 0 for rows of a contiguous last
+    dimension whose leading dimensions flatten into one row stride >= N (fusekit::TensorView's
+    rule); else the rows per run when they flatten into two strides: runs of such rows, each run
+    ending before the next begins, such as q = qkv[..., :H * D].view(T, H, D), runs of H rows
+    (core/validate.h, as_row_runs; rms_norm and layer_norm take them)."""
     if t.dim() == 0:
-        return False
+        return None
     n = t.shape[-1]
     if n > 1 and t.stride(-1) != 1:
-        return False
-    rows, row_stride = 1, None
+        return None
+    rows, row_stride, run_rows, run_stride = 1, None, 0, None
     for d in range(t.dim() - 2, -1, -1):
         size = t.shape[d]
+        if size == 0:
+            return 0
         if size == 1:
             continue
         if row_stride is None:
             row_stride = t.stride(d)
-        elif t.stride(d) != rows * row_stride:
-            return False
+        elif run_rows == 0 and t.stride(d) != rows * row_stride:
+            run_rows, run_stride = rows, t.stride(d)
+        elif run_rows > 0 and t.stride(d) != rows // run_rows * run_stride:
+            return None
         rows *= size
-    return row_stride is None or rows <= 1 or row_stride >= n
+    if row_stride is not None and (run_rows or rows) > 1 and row_stride < n:
+        return None
+    # The C++ API's bounds on runs (core/validate.h, common_run_rows).
+    if run_rows and (run_stride < (run_rows - 1) * row_stride + n or rows >= 2 ** 31
+                     or abs(run_stride - run_rows * row_stride) >= 2 ** 31):
+        return None
+    return run_rows
 
 
-def _rows(t: Tensor | None) -> Tensor | None:
-    if t is None or t.is_contiguous() or _is_rows(t):
+def _is_rows(t: Tensor, runs: bool = False) -> bool:
+    """Whether the kernels can address t directly: one row stride, or (`runs`) also runs of rows
+    (_run_rows)."""
+    r = _run_rows(t)
+    return r is not None and (runs or r == 0)
+
+
+def _same_runs(*tensors: Tensor) -> bool:
+    """Whether tensors the kernels can address (_run_rows) may meet in one call: every one in
+    runs has the same run length."""
+    lengths = {_run_rows(t) for t in tensors} - {0}
+    return len(lengths) <= 1 and None not in lengths
+
+
+def _rows(t: Tensor | None, runs: bool = False) -> Tensor | None:
+    if t is None or t.is_contiguous() or _is_rows(t, runs):
         return t
     return t.contiguous()
 
@@ -225,8 +252,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float 
     if out is not None and grad:
         raise RuntimeError(_NO_OUT_GRAD.format(op))
     if _loader.use_kernels(op, x, (weight,)):
-        xr, w = _rows(x), _param(weight)
-        if out is not None and _is_rows(out):
+        xr, w = _rows(x, runs=not grad), _param(weight)
+        if out is not None and _is_rows(out, runs=True) and _same_runs(xr, out):
             torch.ops.fusekit.rms_norm_out(out, xr, w, eps, weight_offset, weight_after_cast)
             return out
         if grad:
@@ -336,8 +363,8 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     if out is not None and grad:
         raise RuntimeError(_NO_OUT_GRAD.format(op))
     if _loader.use_kernels(op, x, (weight, bias)):
-        xr, w, b = _rows(x), _param(weight), _param(bias)
-        if out is not None and _is_rows(out):
+        xr, w, b = _rows(x, runs=not grad), _param(weight), _param(bias)
+        if out is not None and _is_rows(out, runs=True) and _same_runs(xr, out):
             torch.ops.fusekit.layer_norm_out(out, xr, w, b, eps)
             return out
         if grad:

@@ -8,7 +8,10 @@ namespace fusekit::detail {
 
 int64_t Rows::span_bytes() const {
   if (rows == 0 || cols == 0) return 0;
-  return ((rows - 1) * row_stride + cols) * static_cast<int64_t>(dtype_size(dtype));
+  const int64_t last_row = rows - 1;
+  const int64_t runs_before_last = run_rows > 0 ? last_row / run_rows : 0;
+  return (last_row * row_stride + runs_before_last * run_skip + cols) *
+         static_cast<int64_t>(dtype_size(dtype));
 }
 
 Status invalid(const char* op, const char* arg, const std::string& message) {
@@ -19,7 +22,12 @@ Status unsupported(const char* op, const char* arg, const std::string& message) 
   return Status::unsupported(std::string(op) + ": " + arg + ": " + message);
 }
 
-Status as_rows(const char* op, const char* arg, const TensorView& t, Rows* rows) {
+namespace {
+
+// as_rows and as_row_runs: the leading dimensions flattened into one stride, or (allow_runs) into
+// two.
+Status flatten_rows(const char* op, const char* arg, const TensorView& t, bool allow_runs,
+                    Rows* rows) {
   if (!t.defined()) return invalid(op, arg, "expected a tensor but got none");
   if (t.ndim < 1 || t.ndim > kMaxDims) {
     return invalid(op, arg, "expected rank 1 to " + std::to_string(kMaxDims) + " but got rank " +
@@ -41,28 +49,51 @@ Status as_rows(const char* op, const char* arg, const TensorView& t, Rows* rows)
   }
   // Flatten the leading dims: walking outwards, every dim of size > 1 must step by exactly the
   // span of the dims inside it, measured in rows of `row_stride`. A leading dim of size 0 leaves
-  // no rows, whatever the strides (an empty slice of a larger tensor keeps its parent's).
+  // no rows, whatever the strides (an empty slice of a larger tensor keeps its parent's). With
+  // runs, the first dim that breaks this starts the outer level: the rows so far are one run, and
+  // the dims from there out must flatten in units of its stride.
   bool no_rows = false;
   for (int d = 0; d + 1 < t.ndim; ++d) no_rows = no_rows || t.shape[d] == 0;
   int64_t m = no_rows ? 0 : 1;
   int64_t row_stride = -1;
+  int64_t run_rows = 0;      // rows per run, once the outer level has started
+  int64_t run_stride = -1;   // elements from one run's first row to the next one's
   for (int d = t.ndim - 2; d >= 0 && !no_rows; --d) {
     const int64_t size = t.shape[d];
     if (size == 1) continue;
     if (row_stride < 0) {
       row_stride = t.strides[d];
-    } else if (t.strides[d] != m * row_stride) {
+    } else if (run_rows == 0 && t.strides[d] != m * row_stride) {
+      if (!allow_runs) {
+        return invalid(
+            op, arg,
+            "expected leading dimensions that flatten into rows of one stride, but dim " +
+                std::to_string(d) + " has stride " + std::to_string(t.strides[d]) + " where " +
+                std::to_string(m * row_stride) + " was needed");
+      }
+      run_rows = m;
+      run_stride = t.strides[d];
+    } else if (run_rows > 0 && t.strides[d] != m / run_rows * run_stride) {
       return invalid(op, arg,
-                     "expected leading dimensions that flatten into rows of one stride, but dim " +
-                         std::to_string(d) + " has stride " + std::to_string(t.strides[d]) +
-                         " where " + std::to_string(m * row_stride) + " was needed");
+                     "expected leading dimensions that flatten into at most two strides (runs "
+                     "of rows), but dim " + std::to_string(d) + " has stride " +
+                         std::to_string(t.strides[d]) + " where " +
+                         std::to_string(m / run_rows * run_stride) + " was needed");
     }
     m *= size;
   }
   if (row_stride < 0) row_stride = n;  // a single row: its stride is never used
-  if (m > 1 && row_stride < n) {
+  if ((run_rows > 0 ? run_rows : m) > 1 && row_stride < n) {
     return invalid(op, arg, "expected a row stride >= N = " + std::to_string(n) +
                                 " (rows must not overlap) but got " + std::to_string(row_stride));
+  }
+  if (run_rows > 0 && run_stride < (run_rows - 1) * row_stride + n) {
+    return invalid(op, arg,
+                   "expected runs of " + std::to_string(run_rows) + " rows of stride " +
+                       std::to_string(row_stride) + " at least " +
+                       std::to_string((run_rows - 1) * row_stride + n) +
+                       " elements apart (each run ending before the next) but got " +
+                       std::to_string(run_stride));
   }
   if (m * n > 0 && t.data == nullptr) {
     return invalid(op, arg, "expected a non-null data pointer for shape " + t.shape_string() +
@@ -73,6 +104,48 @@ Status as_rows(const char* op, const char* arg, const TensorView& t, Rows* rows)
   rows->rows = m;
   rows->cols = n;
   rows->row_stride = row_stride;
+  rows->run_rows = run_rows;
+  rows->run_skip = run_rows > 0 ? run_stride - run_rows * row_stride : 0;
+  return Status();
+}
+
+}  // namespace
+
+Status as_rows(const char* op, const char* arg, const TensorView& t, Rows* rows) {
+  return flatten_rows(op, arg, t, /*allow_runs=*/false, rows);
+}
+
+Status as_row_runs(const char* op, const char* arg, const TensorView& t, Rows* rows) {
+  return flatten_rows(op, arg, t, /*allow_runs=*/true, rows);
+}
+
+Status common_run_rows(const char* op,
+                       std::initializer_list<std::pair<const char*, const Rows*>> tensors,
+                       int64_t* run_rows) {
+  int64_t common = 0;
+  const char* first = nullptr;
+  for (const auto& [arg, t] : tensors) {
+    if (t == nullptr || t->run_rows == 0) continue;
+    if (common == 0) {
+      common = t->run_rows;
+      first = arg;
+    } else if (t->run_rows != common) {
+      return invalid(op, arg,
+                     "expected rows in runs of " + std::to_string(common) + " (as " + first +
+                         "'s) or in one run but got runs of " + std::to_string(t->run_rows));
+    }
+    if (t->rows >= kRunRowsLimit) {
+      return unsupported(op, arg,
+                         "expected fewer than 2^31 rows for rows in runs but got " +
+                             std::to_string(t->rows));
+    }
+    if (t->run_skip >= kRunRowsLimit || t->run_skip < -kRunRowsLimit) {
+      return unsupported(op, arg,
+                         "expected runs less than 2^31 elements further apart than their rows "
+                         "but got " + std::to_string(t->run_skip));
+    }
+  }
+  *run_rows = common;
   return Status();
 }
 
@@ -146,7 +219,8 @@ Status expect_no_overlap(const char* op, const char* a_arg, const Rows& a, const
                        b_lo < a_lo + static_cast<std::uintptr_t>(a_len);
   if (!overlap) return Status();
   const bool exact = a.data == b.data && a.dtype == b.dtype && a.rows == b.rows &&
-                     a.cols == b.cols && (a.rows <= 1 || a.row_stride == b.row_stride);
+                     a.cols == b.cols && (a.rows <= 1 || a.row_stride == b.row_stride) &&
+                     a.run_rows == b.run_rows && a.run_skip == b.run_skip;
   if (exact && exact_alias_ok) return Status();
   return invalid(op, a_arg,
                  std::string("expected memory disjoint from ") + b_arg +

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusekit/fp8.h"
@@ -21,13 +22,21 @@
 
 namespace fusekit::detail {
 
-// A tensor seen as M rows of N contiguous elements, row r starting at data + r * row_stride.
+// A tensor seen as M rows of N contiguous elements, row r starting at data + r * row_stride, or,
+// for a tensor whose rows come in runs (as_row_runs), at
+//   data + r * row_stride + (r / run_rows) * run_skip:
+// runs of run_rows rows one row_stride apart, each run starting run_skip elements further on than
+// the row stride alone would put it. Per-head rows of a fused projection's output are such runs:
+// q = qkv[:, :H * D].view(T, H, D) has runs of H rows of stride D, one run per token (run_skip =
+// qkv's row width - H * D).
 struct Rows {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_stride = 0;  // elements
+  int64_t run_rows = 0;    // 0: one run (row r at data + r * row_stride); else divides rows
+  int64_t run_skip = 0;    // elements; may be negative (rows padded past N within a run)
 
   // Bytes from the first to one past the last element touched; 0 when empty.
   int64_t span_bytes() const;
@@ -41,6 +50,21 @@ Status unsupported(const char* op, const char* arg, const std::string& message);
 // dimension and leading dimensions that flatten into one row stride >= N, and a non-null pointer
 // when non-empty. Fills `rows`.
 Status as_rows(const char* op, const char* arg, const TensorView& t, Rows* rows);
+
+// as_rows, where the leading dimensions may also flatten into two strides: runs of rows of one
+// stride >= N (the inner dimensions), the runs themselves one stride apart (the outer ones), each
+// run ending before the next begins. Such tensors get run_rows > 0.
+Status as_row_runs(const char* op, const char* arg, const TensorView& t, Rows* rows);
+
+// Puts the rows of one call's tensors on one run length: every tensor in runs must have the same
+// run_rows (else an error naming the second one), and that length is returned in `run_rows` (0
+// when no tensor is in runs). Fewer than 2^31 rows when there are runs (the GPU kernels divide
+// 32-bit row indices), and run skips within 32 bits (the kernels' arguments hold them so).
+// Tensors of one run keep run_skip 0, which places their rows the same way under any run length.
+constexpr int64_t kRunRowsLimit = int64_t{1} << 31;
+Status common_run_rows(const char* op, std::initializer_list<std::pair<const char*, const Rows*>>
+                                           tensors,
+                       int64_t* run_rows);
 
 // Checks that `t` is a contiguous 1-D tensor of `n` elements (sizes of 1 may be added around it).
 Status as_vector(const char* op, const char* arg, const TensorView& t, int64_t n);

@@ -54,14 +54,19 @@ Status build_problem(const NormCall& c, NormProblem* p) {
     }
   }
 
+  // Rows in runs for rms_norm and layer_norm, the per-head norms (q / k norms) on views of a fused
+  // projection's output; the fused add's residual stream and the fp8 forms' outputs (which feed
+  // GEMMs) are rows of one stride. The GPU builds kernels of their own for runs
+  // (gpu/norm/norm_runs.cu).
+  const auto flatten = c.fp8 || c.add ? detail::as_rows : detail::as_row_runs;
   Rows x, out, residual, residual_out;
-  FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "x", *c.x, &x));
+  FUSEKIT_RETURN_IF_ERROR(flatten(op, "x", *c.x, &x));
   const DType xt = c.x->dtype;
   FUSEKIT_RETURN_IF_ERROR(
       detail::expect_dtype_in(op, "x", xt, {kF32, DType::kFloat16, DType::kBFloat16}));
   const Device device = c.x->device;
 
-  FUSEKIT_RETURN_IF_ERROR(detail::as_rows(op, "out", *c.out, &out));
+  FUSEKIT_RETURN_IF_ERROR(flatten(op, "out", *c.out, &out));
   FUSEKIT_RETURN_IF_ERROR(detail::expect_same_shape(op, "out", *c.out, "x", *c.x));
   if (c.fp8) {
     FUSEKIT_RETURN_IF_ERROR(detail::expect_fp8_dtype(op, "out", c.out->dtype, c.format));
@@ -172,16 +177,22 @@ Status build_problem(const NormCall& c, NormProblem* p) {
     }
   }
 
+  int64_t run_rows = 0;
+  FUSEKIT_RETURN_IF_ERROR(detail::common_run_rows(op, {{"x", &x}, {"out", &out}}, &run_rows));
+
   p->kind = c.kind;
   p->add_residual = c.add;
+  p->run_rows = run_rows;
   p->rows = x.rows;
   p->cols = n;
   p->x_dtype = xt;
   p->weight_dtype = param_dtype;
   p->x = x.data;
   p->x_stride = x.row_stride;
+  p->x_run_skip = x.run_skip;
   p->out = out.data;
   p->out_stride = out.row_stride;
+  p->out_run_skip = out.run_skip;
   if (c.add) {
     p->residual_dtype = c.residual->dtype;
     p->residual = residual.data;

@@ -26,10 +26,16 @@ struct NormProblem {
   DType weight_dtype = DType::kFloat32;    // dtype of weight and bias (when present)
   DType residual_dtype = DType::kFloat32;  // dtype of residual and residual_out (add only)
 
+  // Row r of x starts at x + r * x_stride + (r / run_rows) * x_run_skip (elements), and likewise
+  // out's: rows in runs (core/validate.h, Rows), such as per-head rows of a fused projection's
+  // output; rms_norm and layer_norm only. run_rows 0: one run, every skip 0.
   const void* x = nullptr;
   int64_t x_stride = 0;  // row strides, in elements
+  int64_t x_run_skip = 0;
   void* out = nullptr;
   int64_t out_stride = 0;
+  int64_t out_run_skip = 0;
+  int64_t run_rows = 0;  // < 2^31 rows in all when > 0
   const void* residual = nullptr;
   int64_t residual_stride = 0;
   void* residual_out = nullptr;
@@ -59,6 +65,11 @@ struct NormProblem {
 
   // The dtype of h, the values that get normalized: residual's dtype when adding, else x's.
   DType source_dtype() const { return add_residual ? residual_dtype : x_dtype; }
+
+  // Elements from x's or out's base to the start of its row `row` (stride and run_skip its own).
+  int64_t row_offset(int64_t row, int64_t stride, int64_t run_skip) const {
+    return row * stride + (run_rows > 0 ? row / run_rows * run_skip : 0);
+  }
 };
 
 // Backends. The GPU one is a stub returning kUnsupported in builds without a GPU backend.

@@ -38,6 +38,7 @@ std::string NormCase::name() const {
   }
   if (affine_offset) s << " affine-offset=" << affine_offset;
   if (rank3_d0) s << " rank3(d0=" << rank3_d0 << ")";
+  if (x_run_gap || out_run_gap) s << " run-gaps=" << x_run_gap << "/" << out_run_gap;
   if (!has_weight) s << " no-weight";
   if (is_layer(op) && !has_bias) s << " no-bias";
   if (weight_offset != 0.0f) s << " offset=" << weight_offset;
@@ -62,8 +63,12 @@ NormRun run_norm_case(const NormCase& c, Backend backend, NormRun* inputs_before
   const bool in_place = is_in_place(c.op);
   const int64_t m = c.rows, n = c.cols;
   NormRun run;
-  run.x = RowBuffer(backend, c.x_dtype, m, n, n + c.x_pad, c.x_offset);
-  if (!in_place) run.out = RowBuffer(backend, c.x_dtype, m, n, n + c.out_pad, c.out_offset);
+  const int64_t run_rows = c.rank3_d0 > 0 ? m / c.rank3_d0 : 0;
+  run.x = RowBuffer(backend, c.x_dtype, m, n, n + c.x_pad, c.x_offset, run_rows, c.x_run_gap);
+  if (!in_place) {
+    run.out = RowBuffer(backend, c.x_dtype, m, n, n + c.out_pad, c.out_offset, run_rows,
+                        c.out_run_gap);
+  }
   if (add) {
     run.residual =
         RowBuffer(backend, c.residual_dtype, m, n, n + c.residual_pad, c.residual_offset);

@@ -32,6 +32,7 @@ std::string NormFp8Case::name() const {
     s << " offsets=" << x_offset << "/" << out_offset << "/" << residual_offset;
   }
   if (rank3_d0) s << " rank3(d0=" << rank3_d0 << ")";
+  if (x_run_gap) s << " run-gap=" << x_run_gap;
   if (weight_offset != 0.0f) s << " offset=" << weight_offset;
   if (scale == Fp8Scale::kDynamic) {
     if (scale_upper_bound > 0.0f) s << " ub=" << scale_upper_bound;
@@ -110,7 +111,8 @@ NormFp8Run run_norm_fp8_case(const NormFp8Case& c, Backend backend, NormFp8Run* 
   const bool add = is_add(c);
   const int64_t m = c.rows, n = c.cols;
   NormFp8Run run;
-  run.x = RowBuffer(backend, c.x_dtype, m, n, n + c.x_pad, c.x_offset);
+  const int64_t run_rows = c.rank3_d0 > 0 ? m / c.rank3_d0 : 0;
+  run.x = RowBuffer(backend, c.x_dtype, m, n, n + c.x_pad, c.x_offset, run_rows, c.x_run_gap);
   run.out = RowBuffer(backend, fp8_format_dtype(c.format), m, n, n + c.out_pad, c.out_offset);
   if (add) {
     run.residual =

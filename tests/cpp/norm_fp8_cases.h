@@ -45,6 +45,9 @@ struct NormFp8Case {
   int64_t x_pad = 0, out_pad = 0, residual_pad = 0, residual_out_pad = 0;
   int64_t x_offset = 0, out_offset = 0, residual_offset = 0;
   int rank3_d0 = 0;                // > 0: pass [d0, rows / d0, cols] views
+  // With rank3_d0: x's view's d0 runs of rows lie a further x_run_gap elements apart than its
+  // row stride alone would put them (rows in runs, which the fp8 forms refuse).
+  int64_t x_run_gap = 0;
   bool residual_in_place = false;  // add: residual_out is residual itself
   float eps = 1e-6f;
   float weight_offset = 0.0f;

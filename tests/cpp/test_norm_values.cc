@@ -75,13 +75,25 @@ TEST_P(NormValues, DtypesSizesAndBatches) {
   }
 }
 
-TEST_P(NormValues, StridedRowsUnalignedBasesAndRank3) {
+TEST_P(NormValues, StridedRowsUnalignedBasesRank3AndRuns) {
   uint32_t seed = 1000;
   for (NormCase c : dtype_combinations()) {
     for (int64_t n : {8, 769, 4096, 5125, 12288}) {
       c.cols = n;
       c.seed = seed++;
       for_each_row_layout(c, [this](const NormCase& v) { expect_case(v); });
+      // Rows in runs (rms_norm and layer_norm): [3, 3, N] views of x and out whose three runs
+      // of three rows lie further apart than their rows (per-head views of a fused projection's
+      // output).
+      if (is_add(c.op)) continue;
+      NormCase runs = c;
+      runs.rows = 9;
+      runs.rank3_d0 = 3;
+      runs.x_pad = 16;
+      runs.out_pad = 8;
+      runs.x_run_gap = 40;
+      runs.out_run_gap = 8;
+      expect_case(runs);
     }
   }
 }

@@ -48,14 +48,19 @@ double round_to_dtype(double v, DType dtype) {
 uint16_t poison_bits16() { return 0xffff; }
 
 RowBuffer::RowBuffer(Backend backend, DType dtype, int64_t rows, int64_t cols, int64_t row_stride,
-                     int64_t offset)
+                     int64_t offset, int64_t run_rows, int64_t run_skip)
     : backend_(backend),
       dtype_(dtype),
       rows_(rows),
       cols_(cols),
       row_stride_(row_stride < 0 ? cols : row_stride),
-      offset_(offset) {
-  const int64_t elems = offset_ + (rows_ > 0 ? (rows_ - 1) * row_stride_ + cols_ : 0) + 1;
+      offset_(offset),
+      run_rows_(run_rows),
+      run_skip_(run_rows > 0 ? run_skip : 0) {
+  if (run_rows_ > 0 && rows_ % run_rows_ != 0) {
+    throw std::runtime_error("RowBuffer: rows must be whole runs");
+  }
+  const int64_t elems = (rows_ > 0 ? index_elems(rows_ - 1, cols_) : offset_) + 1;
   host_.assign(static_cast<size_t>(elems) * dtype_size(dtype_), poison_byte());
   if (backend_ == Backend::kGPU) {
     const Status s = gpu_malloc(&device_, host_.size());
@@ -79,6 +84,8 @@ RowBuffer& RowBuffer::operator=(RowBuffer&& o) noexcept {
     cols_ = o.cols_;
     row_stride_ = o.row_stride_;
     offset_ = o.offset_;
+    run_rows_ = o.run_rows_;
+    run_skip_ = o.run_skip_;
     host_ = std::move(o.host_);
     device_ = o.device_;
     o.device_ = nullptr;
@@ -93,6 +100,9 @@ void* RowBuffer::data() const {
 }
 
 TensorView RowBuffer::view() const {
+  if (run_rows_ > 0 && run_rows_ < rows_) {
+    throw std::runtime_error("RowBuffer::view: rows in runs need view_3d");
+  }
   return TensorView::strided(data(), dtype_, device_of(backend_), {rows_, cols_},
                              {row_stride_, 1});
 }
@@ -102,12 +112,19 @@ TensorView RowBuffer::view_1d() const {
 }
 
 TensorView RowBuffer::view_3d(int64_t d0) const {
+  if (run_rows_ > 0 && run_rows_ != rows_ / d0) {
+    throw std::runtime_error("RowBuffer::view_3d: d0 must be the number of runs");
+  }
   return TensorView::strided(data(), dtype_, device_of(backend_), {d0, rows_ / d0, cols_},
-                             {rows_ / d0 * row_stride_, row_stride_, 1});
+                             {rows_ / d0 * row_stride_ + run_skip_, row_stride_, 1});
+}
+
+int64_t RowBuffer::index_elems(int64_t r, int64_t c) const {
+  return offset_ + r * row_stride_ + (run_rows_ > 0 ? r / run_rows_ * run_skip_ : 0) + c;
 }
 
 size_t RowBuffer::index_bytes(int64_t r, int64_t c) const {
-  return static_cast<size_t>(offset_ + r * row_stride_ + c) * dtype_size(dtype_);
+  return static_cast<size_t>(index_elems(r, c)) * dtype_size(dtype_);
 }
 
 uint64_t RowBuffer::raw(int64_t r, int64_t c) const {

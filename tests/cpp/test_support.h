@@ -37,15 +37,19 @@ uint16_t poison_bits16();
 class RowBuffer {
  public:
   RowBuffer() = default;
+  // Rows `row_stride` elements apart from `offset`; with run_rows > 0, in runs of run_rows rows
+  // whose starts lie a further run_skip elements apart (row r at offset + r * row_stride +
+  // (r / run_rows) * run_skip; runs must not overlap).
   RowBuffer(Backend backend, DType dtype, int64_t rows, int64_t cols, int64_t row_stride = -1,
-            int64_t offset = 0);
+            int64_t offset = 0, int64_t run_rows = 0, int64_t run_skip = 0);
   ~RowBuffer();
   RowBuffer(RowBuffer&& other) noexcept;
   RowBuffer& operator=(RowBuffer&& other) noexcept;
   RowBuffer(const RowBuffer&) = delete;
   RowBuffer& operator=(const RowBuffer&) = delete;
 
-  // Views over the same elements: [rows, cols], [cols] (rows == 1), or [d0, rows / d0, cols].
+  // Views over the same elements: [rows, cols] (one run only), [cols] (rows == 1), or [d0,
+  // rows / d0, cols] (runs of rows / d0 rows, when the buffer has runs).
   TensorView view() const;
   TensorView view_1d() const;
   TensorView view_3d(int64_t d0) const;
@@ -75,10 +79,11 @@ class RowBuffer {
   Backend backend() const { return backend_; }
 
  private:
+  int64_t index_elems(int64_t r, int64_t c) const;
   size_t index_bytes(int64_t r, int64_t c) const;
   Backend backend_ = Backend::kCPU;
   DType dtype_ = DType::kFloat32;
-  int64_t rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0;
+  int64_t rows_ = 0, cols_ = 0, row_stride_ = 0, offset_ = 0, run_rows_ = 0, run_skip_ = 0;
   std::vector<uint8_t> host_;
   void* device_ = nullptr;
 };

@@ -171,6 +171,85 @@ def test_strided_inputs_and_outputs(device, gen, view):
     assert torch.equal(x, x2) and torch.equal(r, r2)
 
 
+@pytest.mark.parametrize("dtype", [BF16, F32])
+def test_per_head_views_of_a_fused_projection(device, gen, dtype):
+    """Per-head norms (Qwen3's and Gemma 3's q/k norms) on [T, H, D] views of a fused q/k/v
+    projection's output: rows in runs (one run of H rows per token), which rms_norm's and
+    layer_norm's kernels address as they are, with no copy; in place through out=, as attention
+    layers call them. The fused adds and the fp8 forms take rows of one stride: such views are
+    copied first, with the same results."""
+    t, heads, kv_heads, d = 5, 4, 2, 128
+    qkv = randn((t, (heads + 2 * kv_heads) * d), dtype, device, gen)
+    q = qkv[:, :heads * d].view(t, heads, d)
+    k = qkv[:, heads * d:(heads + kv_heads) * d].view(t, kv_heads, d)
+    w = randn((d,), dtype, device, gen, mean=1.0)
+    b = randn((d,), dtype, device, gen)
+    r = randn((t, heads, d), F32, device, gen)
+    scale = torch.tensor([0.05], device=device)
+    with OpRecorder() as rec:
+        yq = fusekit.rms_norm(q, w)
+        yk = fusekit.layer_norm(k, w, b)
+    assert rec.ops == ["rms_norm", "layer_norm"]
+    copies = [op for op in rec.all_ops if "clone" in op or "copy" in op or "contiguous" in op]
+    assert copies == []
+    y_add, h_add = fusekit.fused_add_rms_norm(q, r, w)
+    codes, scales = fusekit.rms_norm_quant_fp8(q, w, format="e4m3fn")
+    codes_static = fusekit.rms_norm_quant_fp8_static(k, w, scale, format="e4m3fnuz")
+    qc, kc = q.contiguous(), k.contiguous()
+    assert torch.equal(yq, fusekit.rms_norm(qc, w))
+    ref.assert_close(yq, ref.rms_norm(q, w, 1e-6))
+    assert torch.equal(yk, fusekit.layer_norm(kc, w, b))
+    y_ref, h_ref = fusekit.fused_add_rms_norm(qc, r, w)
+    assert torch.equal(y_add, y_ref) and torch.equal(h_add, h_ref)
+    codes_ref, scales_ref = fusekit.rms_norm_quant_fp8(qc, w, format="e4m3fn")
+    assert torch.equal(codes.view(torch.uint8), codes_ref.view(torch.uint8))
+    assert torch.equal(scales, scales_ref)
+    assert torch.equal(codes_static.view(torch.uint8),
+                       fusekit.rms_norm_quant_fp8_static(kc, w, scale, format="e4m3fnuz")
+                       .view(torch.uint8))
+    # In place: k <- rms_norm(k), and q, v untouched.
+    before = qkv.clone()
+    with OpRecorder() as rec:
+        fusekit.rms_norm(k, w, out=k)
+    assert rec.ops == ["rms_norm_out"]
+    assert torch.equal(k, fusekit.rms_norm(kc, w))
+    k_cols = slice(heads * d, (heads + kv_heads) * d)
+    assert torch.equal(qkv[:, :k_cols.start], before[:, :k_cols.start])
+    assert torch.equal(qkv[:, k_cols.stop:], before[:, k_cols.stop:])
+    # layer_norm in place on q, through out=.
+    expected_q = fusekit.layer_norm(q.contiguous(), w, b)
+    with OpRecorder() as rec:
+        fusekit.layer_norm(q, w, b, out=q)
+    assert rec.ops == ["layer_norm_out"]
+    assert torch.equal(q, expected_q)
+    # The in-place fused add with x and residual both per-head views: through a copy, into place.
+    other = randn(qkv.shape, dtype, device, gen)
+    x2, r2 = qkv.clone()[:, :heads * d].view(t, heads, d), other[:, :heads * d].view(t, heads, d)
+    expected_x, expected_r = x2.contiguous(), r2.contiguous()
+    fusekit.fused_add_rms_norm_(expected_x, expected_r, w)
+    fusekit.fused_add_rms_norm_(x2, r2, w)
+    assert torch.equal(x2, expected_x) and torch.equal(r2, expected_r)
+
+
+def test_per_head_views_differentiate(device, gen):
+    """The forward operators take rows in runs; the gradients (whose kernels take rows of one
+    stride) equal those of the same rows laid out contiguously."""
+    t, heads, d = 3, 4, 64
+    w = randn((d,), F32, device, gen, mean=1.0)
+    grads = []
+    for contiguous in (False, True):
+        qkv = randn((t, 3 * heads * d), F32, device, torch.Generator().manual_seed(5))
+        qkv.requires_grad_(True)
+        wl = w.clone().requires_grad_(True)
+        q = qkv[:, :heads * d].view(t, heads, d)
+        if contiguous:
+            q = q.contiguous()
+        y = torch.ops.fusekit.rms_norm(q, wl, 1e-6, 0.0, False)
+        (y * torch.arange(d, device=device)).sum().backward()
+        grads.append((qkv.grad, wl.grad))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
 def test_out_variants_and_their_statistics(device, gen):
     x = randn((6, 5125), F16, device, gen)
     r = randn((6, 5125), F32, device, gen)

@@ -56,7 +56,7 @@ void with_flags(bool a, bool b, const F& f) {
 template <typename TX, typename TR>
 void load_row(const NormProblem& p, int64_t row, float* h) {
   const int64_t n = p.cols;
-  const TX* x = static_cast<const TX*>(p.x) + row * p.x_stride;
+  const TX* x = static_cast<const TX*>(p.x) + p.row_offset(row, p.x_stride, p.x_run_skip);
   const TR* r = p.add_residual ? static_cast<const TR*>(p.residual) + row * p.residual_stride
                                : nullptr;
   TR* r_out = p.add_residual
@@ -117,7 +117,8 @@ void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, con
   const bool layer = p.kind == NormKind::kLayer;
   const float mean = s.mean;
   const float rstd = s.rstd;
-  TX* out = p.out_fp8 ? nullptr : static_cast<TX*>(p.out) + row * p.out_stride;
+  TX* out = p.out_fp8 ? nullptr : static_cast<TX*>(p.out) +
+                                        p.row_offset(row, p.out_stride, p.out_run_skip);
   for_this_cpu([&] {
     // y[j] = y_of(j) to the output, or back into h (y_of(j) reads h[j] alone).
     const auto emit = [&](const auto& y_of) {

@@ -12,16 +12,18 @@
 namespace fusekit::gpu {
 
 // One tensor as a kernel walks it: rows `row_stride` elements of `elem_bytes` apart from `data`
-// (null: absent, no constraint; row_stride 0: a single row such as a weight).
+// (null: absent, no constraint; row_stride 0: a single row such as a weight), in runs whose
+// starts are a further `run_skip` elements apart (core/validate.h, Rows; 0 for one run).
 struct RowAccess {
   const void* data;
   int64_t row_stride;
   size_t elem_bytes;
+  int64_t run_skip = 0;
 };
 
 // The widest access, in elements (`group` = one 16-byte group of the widest dtype, halved down to
 // 1), that every row of every tensor allows: base addresses aligned to the access (at most 16
-// bytes) and, when there is more than one row, row strides a multiple of it.
+// bytes) and, when there is more than one row, row strides (and run skips) a multiple of it.
 inline int widest_load(int group, int64_t rows, std::initializer_list<RowAccess> tensors) {
   int load = group;
   for (; load > 1; load /= 2) {
@@ -30,7 +32,7 @@ inline int widest_load(int group, int64_t rows, std::initializer_list<RowAccess>
       if (t.data == nullptr) continue;
       const size_t align = std::min<size_t>(16, static_cast<size_t>(load) * t.elem_bytes);
       ok = ok && reinterpret_cast<std::uintptr_t>(t.data) % align == 0 &&
-           (rows <= 1 || t.row_stride % load == 0);
+           (rows <= 1 || (t.row_stride % load == 0 && t.run_skip % load == 0));
     }
     if (ok) break;
   }

@@ -167,8 +167,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   Packed<TX, G> x[kItems], next_x[kPrefetch ? kItems : 1];
   Packed<TR, G> h[kItems], next_h[kPrefetch ? kItems : 1];
   auto load_slice = [&](int64_t row, auto& xs, auto& hs) {
-    const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
-    const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
+    const TX* x_row = static_cast<const TX*>(a.x) + row_offset<K, RowTensor::kX>(a, row);
+    const TR* r_row = static_cast<const TR*>(a.residual) +
+                        row_offset<K, RowTensor::kResidual>(a, row);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       load_row_item<K, kFit>(x_row, r_row, item_col(i), n, item_present(i, item_col(i)), xs[i],

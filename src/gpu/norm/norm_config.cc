@@ -227,6 +227,23 @@ bool cluster_covers_row(const NormShape& shape, const NormConfig& config) {
          static_cast<int64_t>(config.cluster_blocks) * config.threads_per_row * config.items;
 }
 
+NormConfig norm_config_for_runs(const NormShape& shape, NormConfig c) {
+  if (c.path != NormConfig::Path::kRegisters) return c;
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  c.split_blocks = 1;
+  c.output_parts = 1;
+  c.weight_at_output = false;
+  c.plain = false;
+  if (c.items > kNormMaxItems || (c.items & (c.items - 1)) != 0) c.items = kNormMaxItems;
+  while (static_cast<int64_t>(c.threads_per_row) * c.items < groups &&
+         c.threads_per_row < kNormMaxThreads) {
+    c.threads_per_row *= 2;
+  }
+  c.rows_per_block = std::max(1, std::min(c.rows_per_block, kNormMaxThreads / c.threads_per_row));
+  c.block_threads = c.threads_per_row * c.rows_per_block;
+  return c;
+}
+
 NormConfig choose_norm_config(const NormShape& shape) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   const int max_items = kNormMaxItems;

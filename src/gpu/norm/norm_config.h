@@ -220,6 +220,15 @@ inline bool odd_items_built(const NormShape& shape, int items) {
 
 NormConfig choose_norm_config(const NormShape& shape);
 
+// The config of a call whose rows come in runs (rms_norm and layer_norm on per-head views of a
+// fused projection's output), from `config`, the one the same rows of one stride would take.
+// Fewer kernels are built for runs (norm_launch.cuh, pick_norm_kernel), so it keeps what sets a
+// row's reduction order (the path; the cluster and staged paths' shapes) and hence its bits, and
+// on the registers path drops what those kernels lack: the split and shared rows, the weight at
+// the output and the plain form go, and three or five groups per thread become four (on twice
+// the threads for five, fewer rows a block), which sums in the same order.
+NormConfig norm_config_for_runs(const NormShape& shape, NormConfig config);
+
 // Whether a cluster-path config's blocks x threads x items groups are exactly the row's groups
 // (N a multiple of the group; by N alone, not the tensors' alignment, so that a row's path does
 // not depend on where it lies). RMSNorm's fp8 forms take the cluster path only then.

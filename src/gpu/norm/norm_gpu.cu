@@ -15,6 +15,10 @@ namespace fusekit::gpu {
 template <NormKind kKind, bool kAdd>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
                    int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream);
+template <NormKind kKind>
+Status launch_norm_runs(const detail::NormProblem& p, const NormKernelArgs& args,
+                        const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                        StreamHandle stream);
 Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
                        const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
                        StreamHandle stream);
@@ -32,8 +36,8 @@ int widest_load(const NormProblem& p) {
   const size_t r_bytes = dtype_size(p.residual_dtype);
   const bool add = p.add_residual;
   return gpu::widest_load(group_elems(p), p.rows,
-                          {{p.x, p.x_stride, x_bytes},
-                           {p.out, p.out_stride, p.out_fp8 ? 1 : x_bytes},
+                          {{p.x, p.x_stride, x_bytes, p.x_run_skip},
+                           {p.out, p.out_stride, p.out_fp8 ? 1 : x_bytes, p.out_run_skip},
                            {p.weight, 0, w_bytes},
                            {p.bias, 0, w_bytes},
                            {add ? p.residual : nullptr, p.residual_stride, r_bytes},
@@ -90,7 +94,9 @@ Status describe_norm_config(const NormProblem& p, NormConfig* config, int* load_
   DeviceInfo info;
   const ErrorCode e = query_device_info(p.device.index, &info);
   if (e != kSuccess) return status_from("norm: querying the device", e);
-  *config = choose_norm_config(shape_of(p, info));
+  const NormShape shape = shape_of(p, info);
+  *config = choose_norm_config(shape);
+  if (p.run_rows > 0) *config = norm_config_for_runs(shape, *config);
   *load_width = widest_load(p) == group_elems(p) ? group_elems(p) : 1;  // the kernels' kLoad
   return Status();
 }
@@ -103,7 +109,9 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   if (e != kSuccess) return status_from("norm: querying the device", e);
 
   const NormShape shape = shape_of(p, info);
-  const NormConfig cfg = overrides.config != nullptr ? *overrides.config : choose_norm_config(shape);
+  const bool runs = p.run_rows > 0;
+  NormConfig cfg = overrides.config != nullptr ? *overrides.config : choose_norm_config(shape);
+  if (runs) cfg = norm_config_for_runs(shape, cfg);
   const bool pdl = info.supports_pdl &&
                    (overrides.pdl < 0 ? pdl_enabled_by_default() : overrides.pdl == 1);
 
@@ -119,7 +127,16 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   a.static_scale = p.static_scale;
   a.dynamic_scale = p.dynamic_scale;
   a.scale_upper_bound = p.scale_upper_bound;
+  // The fp8 forms' format spec, or the runs of rows in runs (NormKernelArgs), each within 32
+  // bits (validated: common_run_rows).
   if (p.out_fp8) a.fp8 = detail::fp8_spec(p.out_fp8_format);
+  if (runs) {
+    a.runs = NormRowRuns{};
+    a.runs.rows = static_cast<int32_t>(p.run_rows);
+    a.runs.x_skip = static_cast<int32_t>(p.x_run_skip);
+    a.runs.out_skip = static_cast<int32_t>(p.out_run_skip);
+    a.runs.divider = detail::FastDivider::of(static_cast<uint32_t>(p.run_rows));
+  }
   a.x_stride = p.x_stride;
   a.out_stride = p.out_stride;
   a.residual_stride = p.residual_stride;
@@ -148,6 +165,12 @@ Status run_norm_gpu_with(const NormProblem& p, Stream stream,
   const auto s = static_cast<StreamHandle>(stream);
   const int load = widest_load(p);
   if (p.out_fp8) return launch_norm_fp8(p, a, cfg, load, info, pdl, s);
+  if (runs) {
+    if (p.add_residual) return Status::runtime_error("norm: rows in runs take no residual");
+    return p.kind == NormKind::kRms
+               ? launch_norm_runs<NormKind::kRms>(p, a, cfg, load, info, pdl, s)
+               : launch_norm_runs<NormKind::kLayer>(p, a, cfg, load, info, pdl, s);
+  }
   return dispatch_bool(p.add_residual, [&](auto add_tag) -> Status {
     constexpr bool kAdd = decltype(add_tag)::value;
     return p.kind == NormKind::kRms

@@ -22,15 +22,18 @@ FUSEKIT_DEVICE void load_source(const NormKernelArgs& a, int64_t row, int64_t co
   using TX = typename K::TX;
   using TR = typename K::TR;
   const int64_t n = a.cols;
-  load_group<TX, K::kGroup, K::kLoad>(static_cast<const TX*>(a.x) + row * a.x_stride, col, n, h);
+  load_group<TX, K::kGroup, K::kLoad>(
+      static_cast<const TX*>(a.x) + row_offset<K, RowTensor::kX>(a, row), col, n, h);
   if constexpr (K::kAdd) {
     float r[K::kGroup];
     load_group<TR, K::kGroup, K::kLoad>(
-        static_cast<const TR*>(a.residual) + row * a.residual_stride, col, n, r);
+        static_cast<const TR*>(a.residual) +
+            row_offset<K, RowTensor::kResidual>(a, row), col, n, r);
 #pragma unroll
     for (int e = 0; e < K::kGroup; ++e) h[e] = round_to<TR>(h[e] + r[e]);
     store_group<TR, K::kGroup, K::kLoad>(
-        static_cast<TR*>(a.residual_out) + row * a.residual_out_stride, col, n, h);
+        static_cast<TR*>(a.residual_out) +
+            row_offset<K, RowTensor::kResidualOut>(a, row), col, n, h);
   }
 }
 
@@ -96,7 +99,7 @@ FUSEKIT_DEVICE void write_output(const NormKernelArgs& a, int64_t row, Index col
   float y[K::kGroup];
   output_values<K>(!without_cast_first_outputs<K>() && a.weight_after_cast, h, w, b, mean, rstd,
                    y);
-  TO* out = static_cast<TO*>(a.out) + row * a.out_stride;
+  TO* out = static_cast<TO*>(a.out) + row_offset<K, RowTensor::kOut>(a, row);
   if constexpr (K::kFp8Out) {
     store_packed<TO, K::kGroup, K::kLoad>(out, col, static_cast<Index>(a.cols),
                                           quantize_output<K>(a, y, inverse_scale));

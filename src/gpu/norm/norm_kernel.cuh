@@ -107,7 +107,8 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
   // the reductions, so that the stores are under way while the row is reduced.
   if constexpr (K::kAdd) {
-    TR* r_out = static_cast<TR*>(a.residual_out) + row * a.residual_out_stride;
+    TR* r_out = static_cast<TR*>(a.residual_out) +
+                 row_offset<K, RowTensor::kResidualOut>(a, row);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       float v[G];
@@ -296,7 +297,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
 
     if (!active || !writes_outputs) return;
     using TO = typename K::TO;
-    TO* out_row = static_cast<TO*>(a.out) + row * a.out_stride;
+    TO* out_row = static_cast<TO*>(a.out) + row_offset<K, RowTensor::kOut>(a, row);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int col = first_col + (t + i * tpr) * G;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/fast_divide.h"
 #include "core/fp8.h"
 #include "gpu/common/convert.cuh"
 #include "gpu/norm/norm_config.h"
@@ -17,7 +18,23 @@ namespace fusekit::gpu {
 
 using detail::NormKind;
 
+// Rows in runs (NormProblem), for the kernels built for them (NormTraits::kRuns): row r of x
+// starts r * x_stride + (r / rows) * x_skip elements on, and likewise out's (row_offset below).
+// 32-bit fields (core/validate.h, common_run_rows, bounds them), so that they fit where the fp8
+// forms keep their format's spec (NormKernelArgs).
+struct NormRowRuns {
+  int32_t rows;  // rows per run
+  int32_t x_skip;
+  int32_t out_skip;
+  detail::FastDivider divider;  // by `rows`
+};
+
 // Everything a norm kernel reads besides its template parameters. Passed by value.
+//
+// Its size counts: kernels whose code differed only in the size of this block replayed 1.17-1.34x
+// slower at decode batches with 576 bytes than with 184 (bench/NOTES.md, "LayerNorm's moments in
+// one reduction"). So the runs share their bytes with the fp8 output's format spec: the kernels
+// of rows in runs have no fp8 output, and the others never read the runs. (224 bytes.)
 struct NormKernelArgs {
   const void* x;
   void* out;
@@ -30,7 +47,10 @@ struct NormKernelArgs {
   const float* static_scale;  // fp8 output: [1], or null when dynamic_scale is set
   float* dynamic_scale;       // fp8 output: [rows], written
   float scale_upper_bound;
-  detail::Fp8Spec fp8;        // fp8 output: its format (read by Fp8FormatInArgs kernels)
+  union {
+    detail::Fp8Spec fp8{};  // fp8 output: its format (read by Fp8FormatInArgs kernels)
+    NormRowRuns runs;       // rows in runs (NormTraits::kRuns kernels)
+  };
   int64_t x_stride;
   int64_t out_stride;
   int64_t residual_stride;
@@ -50,8 +70,36 @@ struct NormKernelArgs {
   int output_parts_log2;     // registers path: log2 of NormConfig::output_parts (or split_blocks)
 };
 
+static_assert(sizeof(NormRowRuns) <= sizeof(detail::Fp8Spec) &&
+                  alignof(NormRowRuns) <= alignof(detail::Fp8Spec),
+              "the runs must fit where the fp8 spec is, adding no bytes to the arguments");
+
+// The row tensors of a norm call.
+enum class RowTensor { kX, kOut, kResidual, kResidualOut };
+
+// Elements from a row tensor's base to the start of row `row`: row * its stride, and in the
+// kernels of rows in runs (K::kRuns, which have no residual) NormProblem::row_offset, the division
+// by the run length a multiply-high (rows < 2^31). The other kernels' code is what it would be
+// without runs: those are built apart because a run term, even behind a branch every thread takes
+// alike, cost the usual decode call 1-16% (bench/NOTES.md, "Rows in runs").
+template <class K, RowTensor kTensor>
+FUSEKIT_DEVICE int64_t row_offset(const NormKernelArgs& a, int64_t row) {
+  constexpr bool kX = kTensor == RowTensor::kX, kOut = kTensor == RowTensor::kOut;
+  constexpr bool kResidual = kTensor == RowTensor::kResidual;
+  const int64_t stride = kX ? a.x_stride
+                         : kOut ? a.out_stride
+                         : kResidual ? a.residual_stride : a.residual_out_stride;
+  if constexpr (K::kRuns && (kX || kOut)) {
+    const int32_t skip = kX ? a.runs.x_skip : a.runs.out_skip;
+    return row * stride +
+           static_cast<int64_t>(a.runs.divider.divide(static_cast<uint32_t>(row))) * skip;
+  } else {
+    return row * stride;
+  }
+}
+
 template <NormKind kKind_, bool kAdd_, typename TX_, typename TW_, typename TR_, int kLoad_,
-          int kWarp_, class Fp8_ = void>
+          int kWarp_, class Fp8_ = void, bool kRuns_ = false>
 struct NormTraits {
   static constexpr NormKind kKind = kKind_;
   static constexpr bool kAdd = kAdd_;
@@ -72,6 +120,10 @@ struct NormTraits {
   static constexpr bool kOutputInHardware = !kFp8Out || kHardwareFp8;
   using TO = std::conditional_t<kFp8Out, uint8_t, TX_>;  // out
   static_assert(!kFp8Out || kKind_ == NormKind::kRms, "fp8 output is an RMSNorm form");
+  // Rows in runs (NormRowRuns, row_offset): the kernels of rms_norm and layer_norm (no fused add,
+  // no fp8 output) built for them apart from the rest, fewer of them (pick_norm_kernel).
+  static constexpr bool kRuns = kRuns_;
+  static_assert(!kRuns || (!kAdd_ && !kFp8Out), "rows in runs: rms_norm and layer_norm only");
   static constexpr int kLoad = kLoad_;
   static constexpr int kWarp = kWarp_;
   static constexpr int kGroup = 16 / static_cast<int>(sizeof(TX));
@@ -92,24 +144,25 @@ struct NormTraits {
   // batches, where it is their instruction count (bench/NOTES.md, "Norm v37"), in e4m3fn on
   // CUDA: with the conversion in software (HIP) the count's share of the instructions is
   // smaller, and each fp8 kernel set is already among the longest compiles of the build (these 54
-  // more took 27% longer on HIP, per architecture).
-  static constexpr bool kFixedRowThreads = kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware;
+  // more took 27% longer on HIP, per architecture). None for rows in runs (kRuns).
+  static constexpr bool kFixedRowThreads =
+      kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware && !kRuns;
   // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common
   // call of a decode step, a weight (and LayerNorm's bias) and nothing else. Not the fp8 forms.
   static constexpr bool kPlainBuilt = kFixedRowThreads && !kFp8Out;
   // Exact registers kernels whose rows' outputs are shared among blocks (NormConfig::output_parts):
   // every form but the fused add's fp8 ones, whose usual call updates the residual in place, which
-  // no shared row may (each form built is some thirty kernels more).
-  static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd);
+  // no shared row may (each form built is some thirty kernels more). Nor rows in runs.
+  static constexpr bool kSharedRowsBuilt = !(kFp8Out && kAdd) && !kRuns;
   // Registers kernels whose rows' threads are split over a cluster's blocks (NormConfig::
   // split_blocks): 16-bit rows of one dtype, the decode shapes of the common models (every form,
   // fp8 outputs in e4m3fn too; the coverings of norm_config.h's split_rows_cover, each also in
   // the plain form where K has it: 38 kernels a form, 19 for the fp8 forms), where the platform
   // has clusters. Not e4m3fnuz on CUDA (AMD's format, whose users run on AMD GPUs): as for the
   // fixed-thread kernels, its 76 would lengthen one of the build's longest units for a latency
-  // path no NVIDIA deployment takes.
-  static constexpr bool kSplitRowsBuilt =
-      platform_has_clusters() && kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware;
+  // path no NVIDIA deployment takes. Nor rows in runs.
+  static constexpr bool kSplitRowsBuilt = platform_has_clusters() && kSameDtypes &&
+                                          sizeof(TX_) == 2 && kOutputInHardware && !kRuns;
   static constexpr int kStagedThreads = 512;    // staged path: two blocks per SM (64 registers)
   static constexpr int kScratch = 512;  // one float per thread of the largest block
   static constexpr int kMaxWarpsPerRow = 512 / kWarp;

@@ -2,7 +2,8 @@
 //
 // The kernel set is instantiated in parts, each in its own translation unit, so that they compile
 // in parallel: launch_norm<kKind, kAdd> for each kind, without and with the fused residual add
-// (norm_rms.cu, norm_rms_add.cu, norm_layer.cu, norm_layer_add.cu), and RMSNorm with an fp8
+// (norm_rms.cu, norm_rms_add.cu, norm_layer.cu, norm_layer_add.cu), both kinds' kernels of rows
+// in runs, without the add (launch_norm_runs, norm_runs.cu), and RMSNorm with an fp8
 // output (launch_norm_fp8) per kind of fp8 format and the same two forms (norm_rms_fp8.cu and
 // norm_rms_fp8_add.cu: e4m3fn; norm_rms_fp8_format_in_args.cu and its _add: the format in the
 // arguments). A part is about half of what a kind's unit was, the fused add's the larger (it
@@ -136,8 +137,34 @@ auto split_registers_kernel(const NormConfig& cfg, bool plain) {
 // (K::kLoad), the only fit besides kAny for rows of narrower accesses. LayerNorm's other
 // registers kernels come twice: for rows of a power-of-two number of whole groups
 // (`power_of_two_rows`: their moments in one reduction) and for the rest.
+//
+// The kernels of rows in runs (K::kRuns) are fewer, on a config of the same reduction order
+// (norm_config_for_runs): the exact registers kernels of one, two and four groups per thread,
+// which cover per-head rows (D = 64, 128, 256 bf16: 8, 16, 32 groups), and those that take any
+// row: the registers and cluster kernels of RowFit::kAny (LayerNorm's registers one twice, as
+// above) and the staged one (launch_norm_kernel).
 template <class K>
 auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_of_two_rows) {
+  if constexpr (K::kRuns) {
+    if (cfg.path == NormConfig::Path::kCluster) return norm_cluster_kernel<K, RowFit::kAny>;
+    if constexpr (K::kLoad == K::kGroup) {
+      if (fit == RowFit::kExact && cfg.items == 1) {
+        return norm_registers_kernel<K, RowFit::kExact, 1>;
+      }
+      if (fit == RowFit::kExact && cfg.items == 2) {
+        return norm_registers_kernel<K, RowFit::kExact, 2>;
+      }
+      if (fit == RowFit::kExact && cfg.items == 4) {
+        return norm_registers_kernel<K, RowFit::kExact, 4>;
+      }
+    }
+    if constexpr (K::kLayer) {
+      if (power_of_two_rows) {
+        return norm_registers_kernel<K, RowFit::kAny, K::kMaxItems, false, false, 0, false, true>;
+      }
+    }
+    return norm_registers_kernel<K, RowFit::kAny>;
+  }
   constexpr bool kFull = K::kLoad == K::kGroup;  // else RowFit::kLastPartial or kAny only
   if (cfg.path == NormConfig::Path::kCluster) {
     static_assert(kNormClusterMaxItems == K::kMaxItems, "cluster kernel: kMaxItems groups");
@@ -313,6 +340,11 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   // can index; the cluster kernel's grid covers any number of rows.
   const int64_t rows_per_launch =
       cluster ? a.rows : kMaxBlocksPerLaunch / (cluster_blocks * parts) * rows_per_block;
+  // Rows in runs number fewer than 2^31 (core/validate.h, common_run_rows): one launch, whose
+  // row indices are the call's (the kernels find each run from them).
+  if (K::kRuns && a.rows > rows_per_launch) {
+    return Status::runtime_error("norm: rows in runs need one launch");
+  }
   const int64_t total_rows = a.rows;
   for (int64_t first = 0; first < total_rows; first += rows_per_launch) {
     NormKernelArgs part = a;
@@ -345,7 +377,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
 
 // Every dtype combination of kind kKind, with the fused residual add (kAdd) or without, with
 // output Fp8 (void: x's dtype; else an fp8 format tag: gpu/common/fp8_pack.cuh).
-template <NormKind kKind, bool kAdd, class Fp8>
+template <NormKind kKind, bool kAdd, class Fp8, bool kRuns = false>
 Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& args,
                           const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
                           StreamHandle stream) {
@@ -362,7 +394,7 @@ Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& ar
           auto with_load = [&](auto load_tag) -> Status {
             return dispatch_warp(info.warp_size, [&](auto warp_tag) -> Status {
               using K = NormTraits<kKind, kAdd, TX, TW, TR, decltype(load_tag)::value,
-                                   decltype(warp_tag)::value, Fp8>;
+                                   decltype(warp_tag)::value, Fp8, kRuns>;
               return launch_norm_kernel<K>(args, cfg, info, pdl, stream);
             });
           };
@@ -377,6 +409,14 @@ template <NormKind kKind, bool kAdd>
 Status launch_norm(const detail::NormProblem& p, const NormKernelArgs& args, const NormConfig& cfg,
                    int load_width, const DeviceInfo& info, bool pdl, StreamHandle stream) {
   return launch_norm_dtypes<kKind, kAdd, void>(p, args, cfg, load_width, info, pdl, stream);
+}
+
+// The kernels of rows in runs (NormTraits::kRuns): rms_norm and layer_norm (norm_runs.cu).
+template <NormKind kKind>
+Status launch_norm_runs(const detail::NormProblem& p, const NormKernelArgs& args,
+                        const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                        StreamHandle stream) {
+  return launch_norm_dtypes<kKind, false, void, true>(p, args, cfg, load_width, info, pdl, stream);
 }
 
 // RMSNorm's e4m3fn kernels, on a platform that converts to e4m3fn in hardware (CUDA); elsewhere

@@ -49,8 +49,9 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   Packed<TR, G> h[kItems];
   Packed<TW, G> w[kItems];
   [[maybe_unused]] Packed<TW, G> b[K::kLayer && kEarlyWeight ? kItems : 1];
-  const TX* x_row = static_cast<const TX*>(a.x) + row * a.x_stride;
-  const TR* r_row = static_cast<const TR*>(a.residual) + row * a.residual_stride;
+  const TX* x_row = static_cast<const TX*>(a.x) + row_offset<K, RowTensor::kX>(a, row);
+  const TR* r_row = static_cast<const TR*>(a.residual) +
+                      row_offset<K, RowTensor::kResidual>(a, row);
   const TW* weight = static_cast<const TW*>(a.weight);
   constexpr bool kPlain = kForm == OutputForm::kPlain;
   const bool has_weight = kPlain || weight != nullptr;

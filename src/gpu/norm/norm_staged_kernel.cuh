@@ -26,8 +26,10 @@ FUSEKIT_DEVICE void reload_source(const NormKernelArgs& a, const typename K::TR*
 #pragma unroll
     for (int e = 0; e < G; ++e) h[e] = element_float(p, e);
   } else {
-    const TR* src = K::kAdd ? static_cast<const TR*>(a.residual_out) + row * a.residual_out_stride
-                            : static_cast<const TR*>(a.x) + row * a.x_stride;
+    const TR* src =
+        K::kAdd ? static_cast<const TR*>(a.residual_out) +
+                      row_offset<K, RowTensor::kResidualOut>(a, row)
+                : static_cast<const TR*>(a.x) + row_offset<K, RowTensor::kX>(a, row);
     load_group<TR, G, K::kLoad>(src, g * G, a.cols, h);
   }
 }
