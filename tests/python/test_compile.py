@@ -89,6 +89,36 @@ def test_export(device, gen):
         assert torch.equal(a, e)
 
 
+def per_head_norms(qkv, w_q, w_k):
+    """An attention layer's q / k norms (Qwen3's) on per-head views of its fused q/k/v
+    projection's output, rows in runs that the kernels read where they lie: q into a new tensor,
+    k in place inside qkv."""
+    t = qkv.shape[0]
+    q = qkv[:, :4 * 64].view(t, 4, 64)
+    k = qkv[:, 4 * 64:6 * 64].view(t, 2, 64)
+    fusekit.rms_norm(k, w_k, 1e-6, out=k)
+    return fusekit.rms_norm(q, w_q, 1e-6), fusekit.layer_norm(q, w_q, w_k, 1e-5)
+
+
+def per_head_inputs(device, gen, t=5):
+    return (randn((t, 8 * 64), BF16, device, gen), randn((64,), BF16, device, gen, mean=1.0),
+            randn((64,), BF16, device, gen, mean=1.0))
+
+
+def test_per_head_views(device, gen):
+    assert_compiled_equals_eager(per_head_norms, per_head_inputs(device, gen),
+                                 backend="inductor")
+    assert_dynamic_shapes_equal_eager(per_head_norms, lambda t: per_head_inputs(device, gen, t))
+    assert_graph_calls(per_head_norms, per_head_inputs(device, gen),
+                       ("fusekit.rms_norm_out", "fusekit.rms_norm", "fusekit.layer_norm"))
+
+
+@pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
+def test_per_head_views_under_cuda_graph(gen):
+    assert_cuda_graph_replays_equal_eager(per_head_norms,
+                                          lambda trial: per_head_inputs("cuda", gen, t=32))
+
+
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")
 def test_cuda_graph_capture_and_replay(gen):
     assert_cuda_graph_replays_equal_eager(block, lambda trial: inputs("cuda", gen, n=4096, m=64))
