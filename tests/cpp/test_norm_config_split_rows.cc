@@ -16,7 +16,7 @@ NormShape decode_shape(bool layer, bool add, bool fp8, bool apart) {
   s.max_cluster_blocks = 8;
   s.max_smem_bytes = 227 * 1024;
   s.whole_groups = true;
-  s.split_rows_built = true;
+  s.split_rows_built = s.fixed_threads_built = true;
   s.layer = layer;
   s.adds_residual = add;
   s.fp8_output = fp8;
@@ -120,13 +120,15 @@ TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
       {false, true, true, true, 768, 32, 4, 128, 1, false},
       {false, false, true, true, 640, 32, 4, 128, 1, false},
       {false, false, true, true, 768, 1, 1, 0, 0, false},
-      // ... and LayerNorm's up to twice as many rows as SMs, as its other rows of 128 threads
-      // (past it one warp or one block a row).
+      // ... and LayerNorm's up to twice as many rows as SMs, as its other rows of 128 threads,
+      // where the batch does not fill the GPU (past it one block a row, one warp or pairs).
       {true, false, false, true, 768, 67, 2, 128, 1, false},
       {true, true, false, false, 896, 132, 2, 128, 1, false},
       {true, false, false, true, 768, 133, 2, 128, 1, false},
       {true, true, false, false, 640, 200, 2, 128, 1, false},
-      {true, true, false, false, 896, 264, 2, 128, 1, false},
+      {true, true, false, false, 896, 150, 2, 128, 1, false},
+      {true, true, false, false, 896, 151, 1, 0, 0, false},
+      {true, true, false, false, 896, 264, 1, 0, 0, false},
       {true, false, false, true, 960, 265, 1, 0, 0, false},
       {true, true, false, true, 768, 265, 1, 0, 0, false},
       // Rows that no split kernel covers: pairs on fewer than 128 threads (N = 1024), and rows of
@@ -167,6 +169,52 @@ TEST(NormConfig, LayerNormMidBatchRowsSplitOverTwoBlocks) {
   s.cols = 2560;
   s.rows = 128;
   EXPECT_EQ(choose_norm_config(s).split_blocks, 1);
+}
+
+// Rows of 65-127 whole groups at batches that fill the GPU (from M = 151 at N = 896 on 132 SMs):
+// one group a thread on 128 threads, one row a block, unsplit (the kernel that tests each thread's
+// only group), up to twice as many rows as SMs, LayerNorm's up to eight times; not RMSNorm's rows
+// that three or five groups a thread cover exactly, nor where the fixed-thread kernels are not
+// built or the groups are not whole.
+TEST(NormConfig, OneGroupRowsTakeABlockEachAtBatchesThatFillTheGpu) {
+  struct Case {
+    bool layer, add, fp8;
+    int64_t cols, rows;
+    bool one_group;
+  };
+  const Case cases[] = {
+      {false, true, false, 896, 151, true},     {false, true, false, 896, 264, true},
+      {false, true, false, 896, 265, false},    {false, false, false, 1016, 200, true},
+      {false, true, true, 960, 256, true},      {false, false, true, 896, 256, true},
+      {false, false, false, 768, 256, false},   {false, true, false, 640, 256, false},
+      {true, false, false, 640, 256, true},     {true, true, false, 768, 1056, true},
+      {true, false, false, 896, 1057, false},   {true, true, false, 1024, 512, false},
+  };
+  for (const Case& k : cases) {
+    NormShape s = decode_shape(k.layer, k.add, k.fp8, true);
+    s.cols = k.cols;
+    s.rows = k.rows;
+    const NormConfig c = choose_norm_config(s);
+    SCOPED_TRACE(std::string(k.layer ? "layer" : "rms") + (k.add ? "+add" : "") +
+                 (k.fp8 ? " fp8" : "") + " n=" + std::to_string(k.cols) +
+                 " m=" + std::to_string(k.rows) + " " + c.to_string());
+    const bool one_group = c.path == NormConfig::Path::kRegisters && c.threads_per_row == 128 &&
+                           c.items == 1 && c.rows_per_block == 1 && c.split_blocks == 1 &&
+                           c.output_parts == 1;
+    EXPECT_EQ(one_group, k.one_group);
+    if (one_group) EXPECT_EQ(c.plain, s.plain_form && k.rows <= 2 * s.sm_count);
+  }
+  NormShape s = decode_shape(false, true, false, true);
+  s.cols = 896;
+  s.rows = 256;
+  s.fixed_threads_built = s.split_rows_built = false;  // float32 or mixed dtypes
+  EXPECT_NE(choose_norm_config(s).items, 1);
+  s = decode_shape(true, false, false, true);
+  s.cols = 896;
+  s.rows = 256;
+  s.whole_groups = false;
+  s.narrow_accesses = true;
+  EXPECT_NE(choose_norm_config(s).items, 1);
 }
 
 // Where the GPU's clusters are smaller the split takes fewer blocks; without clusters, without

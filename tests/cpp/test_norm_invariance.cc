@@ -136,8 +136,8 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
     for (const bool add : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
         for (int64_t n :
-             {7, 24, 40, 64, 384, 640, 768, 769, 2304, 3072, 3584, 4096, 4100, 5120, 5125,
-              6140, 8192, 16384}) {
+             {7, 24, 40, 64, 384, 640, 768, 769, 1016, 2304, 3072, 3584, 4096, 4100, 5120,
+              5125, 6140, 8192, 16384}) {
           const int64_t m = 7;
           LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
           detail::NormProblem& p = in.p;
@@ -152,7 +152,10 @@ TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
           // thread's last group tested against the row's end and its others not
           // (RowFit::kLastPartial); 3584 also against twice the threads (RowFit::kWhole). Rows
           // off the group (769 at four, 4100, 5125 and 6140 at three: the last group partial,
-          // the rows unaligned) take those kernels too, 6140 covering the row exactly.
+          // the rows unaligned) take those kernels too, 6140 covering the row exactly. N = 640,
+          // 768 and 1016 at one group a thread on 128 threads, one row a block (16-bit rows):
+          // the kernel that tests each thread's only group (gpu::one_group_last_partial), its
+          // last warp idle at 640.
           for (int items : {1, 2, 4, 3, 5}) {
             SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                          " " + dtype_name(dtype) + " N=" + std::to_string(n) +

@@ -115,6 +115,18 @@ constexpr int64_t kOddShortRowGroups = 128;
 // of 4 (sweep, NOTES.md "Norm v28"). Longer rows' blocks stay as they are: four rows a block at
 // N = 778 (98 groups) instead of two measured level to 5% slower.
 constexpr int64_t kShortRowBlockGroups = 256;
+// Rows of 65-127 whole groups at batches that fill the GPU take one group a thread on 128 threads
+// in blocks of their own (one_group_registers_kernel) up to this many rows an SM, and LayerNorm's
+// up to the next bound. On an H200 (sweeps in one binary, bf16, with PDL; bench/NOTES.md, "Norm
+// v47"), against the launch each took before: at M = 256 (graph replay, N = 896 and 1016)
+// rms_norm 1.15-1.18 us against 1.34-1.37, fused_add_rms_norm 1.30-1.35 against 1.66-1.71, the
+// fp8 forms 0.87-0.94x; at M = 512 and 1024 RMSNorm's forms 0.96-1.04x (cold L2), and from
+// M = 2048 slower, the grid's many small blocks launched slower than they finish (rms_norm
+// [16384, 896] 23.9 us against 17.9). LayerNorm (N = 640-1016; its split rows, one warp of three
+// or four groups, or pairs before): 0.82-0.86x at M = 256, 0.84-0.95x at M = 512 and 1024, at
+// M = 2048 0.96-1.08x.
+constexpr int64_t kOneGroupMaxRowsPerSm = 2;
+constexpr int64_t kLayerOneGroupMaxRowsPerSm = 8;
 
 // The registers path's three (or, with allow_five, five) groups a thread on a power-of-two number
 // of threads that cover the row's `groups` exactly, in a form with that kernel: into *c, or false
@@ -369,8 +381,26 @@ NormConfig choose_norm_config(const NormShape& shape) {
         next_pow2(groups) == groups && groups >= kFusedAddMinThreadsPerRow) {
       while (items > 1 && groups / items < kFusedAddMinThreadsPerRow) items /= 2;
     }
+    // Rows of 65-127 whole groups (N = 520-1016 bf16: 640, 896, 960; 768 LayerNorm's) in the
+    // forms with fixed thread counts, at batches that fill the GPU up to kOneGroupMaxRowsPerSm
+    // rows an SM (LayerNorm's kLayerOneGroupMaxRowsPerSm): one group a thread on 128 threads,
+    // one row a block, in the kernel that tests each thread's only group
+    // (one_group_last_partial), whose few registers hold up to sixteen such rows an SM. RMSNorm's
+    // rows that three or five groups a thread cover exactly (640: 16 x 5, 768: 32 x 3) keep
+    // those.
+    NormConfig odd_cover;
+    const int64_t one_group_max_rows =
+        (shape.layer ? kLayerOneGroupMaxRowsPerSm : kOneGroupMaxRowsPerSm) * sm_count;
+    const bool one_group_rows =
+        fills_gpu && shape.fixed_threads_built && shape.whole_groups &&
+        one_group_last_partial(groups, kNormSplitShortThreads, 1) &&
+        shape.rows <= one_group_max_rows &&
+        (shape.layer || !exact_odd_items(shape, groups, true, &odd_cover));
+    if (one_group_rows) items = 1;
     make_norm_config(shape, NormConfig::Path::kRegisters,
-                     static_cast<int>(next_pow2(ceil_div(groups, items))), items, &c);
+                     one_group_rows ? kNormSplitShortThreads
+                                    : static_cast<int>(next_pow2(ceil_div(groups, items))),
+                     items, &c);
     // Rows of 3 x 2^k or 5 x 2^k whole groups at batches that fill the GPU: that many groups per
     // thread, no idle slot; rows of 2 x 2^k to 3 x 2^k whole groups: three on those 2^k threads,
     // the last slot of some idle rather than of all (norm_config.h). LayerNorm at its mid batches
@@ -453,7 +483,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
     c.plain = shape.plain_form && shape.rows <= 2 * sm_count;
-    take_split_rows(shape, &c);
+    if (!one_group_rows) take_split_rows(shape, &c);
     return c;
   }
   // Longer rows over a cluster's blocks, four groups per thread as on the registers path at large

@@ -119,6 +119,10 @@ struct NormShape {
   // x, weight and residual of one dtype, fp8 codes only in the format the platform converts in
   // hardware (NormTraits::kSplitRowsBuilt).
   bool split_rows_built = false;
+  // The kernels of fixed thread counts are built for the call's dtypes: 16-bit x, weight and
+  // residual of one dtype, fp8 codes only in the format the platform converts in hardware
+  // (NormTraits::kFixedRowThreads), among them one_group_registers_kernel.
+  bool fixed_threads_built = false;
 };
 
 // Whether a call's options are the plain form's (the kernels' OutputForm::kPlain): a weight with
@@ -188,11 +192,19 @@ constexpr bool takes_last_partial(bool whole_groups, bool narrow_accesses, int64
 // (65-127 groups: N = 520-1016 bf16, such as 640, 768, 896 and 960; the last threads, up to a
 // block of them, hold no group).
 constexpr int kNormSplitShortThreads = 128;
+// One group a thread on kNormSplitShortThreads threads, the only group of each thread tested: the
+// rows of 65-127 whole groups (above). Besides split rows, rows of one block take it too, in a
+// kernel of few registers (NormTraits::kFixedRowThreads forms; one-block rows' row_fit_of).
+constexpr bool one_group_last_partial(int64_t groups, int threads_per_row, int items) {
+  constexpr int64_t kThreads = kNormSplitShortThreads;
+  return threads_per_row == kNormSplitShortThreads && items == 1 && kThreads / 2 < groups &&
+         groups < kThreads;
+}
 constexpr bool split_rows_last_partial(int64_t groups, int threads_per_row, int items) {
   constexpr int64_t kThreads = kNormSplitShortThreads;
-  const bool short_row = threads_per_row == kNormSplitShortThreads &&
-                         ((items == 2 && kThreads < groups && groups < 2 * kThreads) ||
-                          (items == 1 && kThreads / 2 < groups && groups < kThreads));
+  const bool short_row = (threads_per_row == kNormSplitShortThreads && items == 2 &&
+                          kThreads < groups && groups < 2 * kThreads) ||
+                         one_group_last_partial(groups, threads_per_row, items);
   return items_last_partial(groups, threads_per_row, items) || short_row;
 }
 constexpr bool split_rows_cover(int64_t groups, int threads_per_row, int items) {

@@ -69,6 +69,8 @@ constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count)
 // [1, 768] 1.15 on its warp against 1.23. LayerNorm at M = 192 and 256 against its launch there
 // (one warp of three groups at 768, 64 x 2 or 128 x 1 elsewhere; "Norm v46"): 0.70-0.91x,
 // layer_norm [256, 768] 1.97 -> 1.79 us, [256, 896] 2.13 -> 1.70, its fused add 2.44 -> 1.82.
+// (Where such a batch fills the GPU, choose_norm_config now gives it one block of 128 threads a
+// row instead, in a kernel of fewer registers: "Norm v47".)
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);

@@ -66,11 +66,11 @@ NormShape shape_of(const NormProblem& p, const DeviceInfo& info) {
   s.plain_form = !p.out_fp8 && one_dtype && dtype_size(p.x_dtype) == 2 &&
                  norm_plain_call(p.weight != nullptr, p.weight_offset, p.weight_after_cast,
                                  p.rstd != nullptr || p.mean != nullptr);
-  // What NormTraits::kSplitRowsBuilt decides.
+  // What NormTraits::kFixedRowThreads and kSplitRowsBuilt decide.
   const bool hardware_fp8 =
       p.out_fp8_format == Fp8Format::kE4M3FN && platform_has_hardware_e4m3fn();
-  s.split_rows_built = platform_has_clusters() && one_dtype && dtype_size(p.x_dtype) == 2 &&
-                       (!p.out_fp8 || hardware_fp8);
+  s.fixed_threads_built = one_dtype && dtype_size(p.x_dtype) == 2 && (!p.out_fp8 || hardware_fp8);
+  s.split_rows_built = platform_has_clusters() && s.fixed_threads_built;
   s.min_blocks_per_sm = norm_min_blocks_per_sm(
       p.add_residual, p.kind == detail::NormKind::kLayer,
       dtype_size(p.weight_dtype) == dtype_size(p.x_dtype), one_dtype, p.x_dtype == DType::kFloat16);

@@ -144,7 +144,9 @@ struct NormTraits {
   // batches, where it is their instruction count (bench/NOTES.md, "Norm v37"), in e4m3fn on
   // CUDA: with the conversion in software (HIP) the count's share of the instructions is
   // smaller, and each fp8 kernel set is already among the longest compiles of the build (these 54
-  // more took 27% longer on HIP, per architecture). None for rows in runs (kRuns).
+  // more took 27% longer on HIP, per architecture). None for rows in runs (kRuns). These forms
+  // also have the one-group kernel of 128 threads for rows of 65-127 groups
+  // (one_group_registers_kernel, norm_launch.cuh).
   static constexpr bool kFixedRowThreads =
       kSameDtypes && sizeof(TX_) == 2 && kOutputInHardware && !kRuns;
   // And each of those also in the plain form (OutputForm::kPlain, plain_norm_call): the common

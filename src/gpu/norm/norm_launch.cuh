@@ -36,10 +36,11 @@ namespace fusekit::gpu {
 // launch's threads x items whole, aligned groups; only each thread's last group tested where the
 // registers path's threads hold more than items - 1 groups each and items has that kernel
 // (takes_last_partial: whole groups, or narrow accesses at any N; split rows:
-// split_rows_last_partial, whole groups only); whole groups where N is a multiple of the group and
-// accesses are full width; nothing otherwise. The exact cluster kernel takes every one of its
-// kMaxItems slots as part of the row, so a cluster launch of fewer groups per thread is never
-// exact.
+// split_rows_last_partial, whole groups only; one block a row of one group a thread:
+// one_group_last_partial, in the forms with fixed thread counts); whole groups where N is a
+// multiple of the group and accesses are full width; nothing otherwise. The exact cluster kernel
+// takes every one of its kMaxItems slots as part of the row, so a cluster launch of fewer groups
+// per thread is never exact.
 template <class K>
 RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_blocks) {
   constexpr bool kNarrow = K::kLoad != K::kGroup;
@@ -50,11 +51,14 @@ RowFit row_fit_of(const NormKernelArgs& a, const NormConfig& cfg, int cluster_bl
       cfg.path != NormConfig::Path::kCluster || cfg.items == kNormClusterMaxItems;
   if (whole && groups == slots && exact_kernel) return RowFit::kExact;
   const bool split = cfg.split_blocks > 1;
+  const bool one_group_block = K::kFixedRowThreads && whole && cfg.rows_per_block == 1 &&
+                               one_group_last_partial(groups, cfg.threads_per_row, cfg.items);
   const bool last_partial =
       cfg.path == NormConfig::Path::kRegisters &&
       (split ? whole && split_rows_last_partial(groups, cfg.threads_per_row, cfg.items)
              : cfg.output_parts == 1 &&
-                   takes_last_partial(whole, kNarrow, groups, cfg.threads_per_row, cfg.items));
+                   (one_group_block ||
+                    takes_last_partial(whole, kNarrow, groups, cfg.threads_per_row, cfg.items)));
   if (last_partial) return RowFit::kLastPartial;
   return whole ? RowFit::kWhole : RowFit::kAny;
 }
@@ -127,16 +131,34 @@ auto split_registers_kernel(const NormConfig& cfg, bool plain) {
   }
 }
 
+// One group a thread on a block of kNormSplitShortThreads threads that holds one row, the thread's
+// only group tested (rows of 65-127 whole groups: one_group_last_partial), in the plain form where
+// `plain` and K has it. Its few registers (31 for the fused add, bf16) let sixteen such blocks
+// share an SM, so that a batch of up to sixteen rows an SM is one wave of short chains, each row
+// on as many threads as it has groups; the kernels of four groups a thread hold 72 registers.
+template <class K>
+auto one_group_registers_kernel(bool plain) {
+  constexpr int kThreads = kNormSplitShortThreads;
+  if constexpr (K::kPlainBuilt) {
+    if (plain) {
+      return norm_registers_kernel<K, RowFit::kLastPartial, 1, false, false, kThreads, true>;
+    }
+  }
+  return norm_registers_kernel<K, RowFit::kLastPartial, 1, false, false, kThreads>;
+}
+
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
 // 4, 3 and 5 (kNormOddItemCounts; what the heuristic takes; five where odd_items_built), those of
 // 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
 // thread count fixed (exact_registers_kernel), and the fused add's four-group one also with its
 // weight at the output (NormConfig::weight_at_output; other kernels ignore the flag); the exact
-// cluster kernel for its kMaxItems. The registers kernels of three and four (kMaxItems) groups
-// per thread come for RowFit::kLastPartial too (last_partial_items_built), at either access width
-// (K::kLoad), the only fit besides kAny for rows of narrower accesses. LayerNorm's other
-// registers kernels come twice: for rows of a power-of-two number of whole groups
-// (`power_of_two_rows`: their moments in one reduction) and for the rest.
+// cluster kernel for its kMaxItems. The registers kernels of three and four (kMaxItems) groups per
+// thread come for RowFit::kLastPartial too (last_partial_items_built), at either access width
+// (K::kLoad), the only fit besides kAny for rows of narrower accesses; so does the one of one group
+// per thread on a one-row block of 128 threads, at full width in the fixed-thread forms
+// (one_group_registers_kernel). LayerNorm's other registers kernels come twice: for rows of a
+// power-of-two number of whole groups (`power_of_two_rows`: their moments in one reduction) and for
+// the rest.
 //
 // The kernels of rows in runs (K::kRuns) are fewer, on a config of the same reduction order
 // (norm_config_for_runs): the exact registers kernels of one, two and four groups per thread,
@@ -199,6 +221,9 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
   }
   if (fit == RowFit::kLastPartial) {
     static_assert(last_partial_items_built(K::kMaxItems), "one kernel per built count");
+    if constexpr (K::kFixedRowThreads && kFull) {
+      if (cfg.items == 1) return one_group_registers_kernel<K>(plain);
+    }
     if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
     return norm_registers_kernel<K, RowFit::kLastPartial>;
   }
