@@ -124,7 +124,7 @@ constexpr int64_t kShortRowBlockGroups = 256;
 // M = 2048 slower, the grid's many small blocks launched slower than they finish (rms_norm
 // [16384, 896] 23.9 us against 17.9). LayerNorm (N = 640-1016; its split rows, one warp of three
 // or four groups, or pairs before): 0.82-0.86x at M = 256, 0.84-0.95x at M = 512 and 1024, at
-// M = 2048 0.96-1.08x.
+// M = 2048 0.96-1.08x. On 64-lane waves (AMD CDNA) the same rule holds, not measured there.
 constexpr int64_t kOneGroupMaxRowsPerSm = 2;
 constexpr int64_t kLayerOneGroupMaxRowsPerSm = 8;
 
@@ -381,8 +381,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
         next_pow2(groups) == groups && groups >= kFusedAddMinThreadsPerRow) {
       while (items > 1 && groups / items < kFusedAddMinThreadsPerRow) items /= 2;
     }
-    // Rows of 65-127 whole groups (N = 520-1016 bf16: 640, 896, 960; 768 LayerNorm's) in the
-    // forms with fixed thread counts, at batches that fill the GPU up to kOneGroupMaxRowsPerSm
+    // Rows of 65-127 whole groups (N = 520-1016 bf16, such as 896 and 960; LayerNorm's 640 and
+    // 768 too) in the forms with fixed thread counts, at batches that fill the GPU up to kOneGroupMaxRowsPerSm
     // rows an SM (LayerNorm's kLayerOneGroupMaxRowsPerSm): one group a thread on 128 threads,
     // one row a block, in the kernel that tests each thread's only group
     // (one_group_last_partial), whose few registers hold up to sixteen such rows an SM. RMSNorm's
