@@ -120,6 +120,16 @@ TEST_P(NormRowRuns, GiveTheBitsOfRowsOfOneStride) {
   }
 }
 
+// The refused calls' view of x: [4, 3, 128] whose runs of three rows lie 392 elements apart where
+// one stride would need 384 (the numbers the one-stride error names), for either case type.
+template <class Case>
+void lay_x_in_runs(Case* c) {
+  c->rows = 12;
+  c->cols = 128;
+  c->rank3_d0 = 4;
+  c->x_run_gap = 8;
+}
+
 // The fused adds (whose residual stream is rows of one stride) and the fp8 forms (whose outputs
 // feed GEMMs) take rows of one stride: rows in runs get the one-stride error, naming the tensor,
 // and nothing is written.
@@ -132,10 +142,7 @@ TEST_P(NormRowRuns, FusedAddsAndFp8FormsRefuseRowsInRuns) {
                     NormOp::kAddLayerInPlace}) {
     NormCase c;
     c.op = op;
-    c.rows = 12;
-    c.cols = 128;
-    c.rank3_d0 = 4;
-    c.x_run_gap = 8;
+    lay_x_in_runs(&c);
     SCOPED_TRACE(c.name());
     NormRun before;
     const NormRun run = run_norm_case(c, backend, &before);
@@ -160,10 +167,7 @@ TEST_P(NormRowRuns, FusedAddsAndFp8FormsRefuseRowsInRuns) {
       NormFp8Case c;
       c.op = op;
       c.scale = scale;
-      c.rows = 12;
-      c.cols = 128;
-      c.rank3_d0 = 4;
-      c.x_run_gap = 8;
+      lay_x_in_runs(&c);
       SCOPED_TRACE(c.name());
       const NormFp8Run run = run_norm_fp8_case(c, backend);
       ASSERT_FALSE(run.status.ok());
