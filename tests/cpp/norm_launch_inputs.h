@@ -19,17 +19,7 @@ struct LaunchShapeInputs {
   LaunchShapeInputs(bool layer, bool add, DType dtype, int64_t m, int64_t n, uint32_t seed)
       : x(Backend::kGPU, dtype, m, n), r(Backend::kGPU, dtype, m, n),
         w(Backend::kGPU, dtype, 1, n), b(Backend::kGPU, dtype, 1, n) {
-    std::mt19937 rng(seed);
-    for (RowBuffer* in : {&x, &r, &w, &b}) {
-      in->fill_random(rng);
-      if (in == &w) {
-        // Zero weights of both signs: y = v * w keeps the sign, which a kernel that added a zero
-        // offset as +0 would lose (OutputForm::kPlain skips the add).
-        w.set(0, 0, -0.0);
-        if (n > 1) w.set(0, n - 1, 0.0);
-      }
-      in->upload();
-    }
+    refill(seed);
     p.kind = layer ? detail::NormKind::kLayer : detail::NormKind::kRms;
     p.add_residual = add;
     p.rows = m;
@@ -46,6 +36,21 @@ struct LaunchShapeInputs {
     p.device = Device::gpu(0);
     static_scale.set(0, 0, 0.0123);
     static_scale.upload();
+  }
+  // The inputs drawn again from `seed` (the constructor's values for the same seed) and uploaded:
+  // a launch that wrote over x and residual in place can then run again on the same buffers.
+  void refill(uint32_t seed) {
+    std::mt19937 rng(seed);
+    for (RowBuffer* in : {&x, &r, &w, &b}) {
+      in->fill_random(rng);
+      if (in == &w) {
+        // Zero weights of both signs: y = v * w keeps the sign, which a kernel that added a zero
+        // offset as +0 would lose (OutputForm::kPlain skips the add).
+        w.set(0, 0, -0.0);
+        if (w.cols() > 1) w.set(0, w.cols() - 1, 0.0);
+      }
+      in->upload();
+    }
   }
   // An fp8 output in `format`; the caller points p.dynamic_scale at its buffer, or p.static_scale
   // at static_scale's.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,7 +20,9 @@
 namespace fusekit::testing {
 namespace {
 
-using Param = std::tuple<Backend, NormOp>;
+// The dtype is a parameter too, so that a sanitizer's runs, a process per test, spread the
+// large batches over the GPU (scripts/sanitize_tests.sh).
+using Param = std::tuple<Backend, NormOp, DType>;
 
 class NormInvariance : public ::testing::TestWithParam<Param> {
  protected:
@@ -45,66 +48,65 @@ std::vector<uint64_t> row_bits(const NormCase& c, const NormRun& run, int64_t r)
 TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const Backend backend = std::get<0>(GetParam());
   const NormOp op = std::get<1>(GetParam());
-  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n :
-         {64, 128, 769, 896, 2304, 4096, 5120, 5125, 7168, 12288, 20480, 65536, 262144}) {
-      const bool gpu = backend == Backend::kGPU;
-      // The GPU's five-group kernel, and (2304 and 7168 bf16) its three- and four-group kernels
-      // whose threads' last groups lie partly past the row (RowFit::kLastPartial); the CPU has
-      // no such paths. 12288 float32 and 20480 take clusters of 3 and 5 blocks. A lone row of
-      // 896 bf16 (112 groups) is split over the blocks of a cluster, one group a thread.
-      if ((n == 896 || n == 2304 || n == 5120 || n == 7168 || n == 20480) && !gpu) continue;
-      NormCase batch;
-      batch.op = op;
-      batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
-      // On the GPU, enough rows that it picks its large-batch launch shape for the registers path,
-      // and on the cluster path more rows than the GPU holds clusters (each cluster then
-      // normalizes several rows in turn: 32 rows of 262144 against at most ~14 clusters of 16
-      // blocks on an H100, 128 of 65536 against ~30-62 clusters of 4).
-      // Short rows (N = 64, 128) in batches that fill the GPU with them: blocks of several rows.
-      const int64_t large_batch =
-          n > 16384 ? (gpu ? std::max<int64_t>(3, (int64_t{1} << 23) / n) : 3)
-          : n <= 128 ? (gpu ? 16384 : 257)
-                     : (gpu ? 1100 : 257);
-      // And on the GPU a mid batch, where LayerNorm's rows that are not 2^k groups split over two
-      // blocks of a cluster (128 threads at 2304 and, one group a thread, at 896 up to twice as
-      // many rows as SMs: 200 rows; 256 threads at 5120 and 7168 bf16 up to as many: 100).
-      std::vector<int64_t> batch_sizes = {large_batch};
-      if (gpu && (n == 2304 || n == 5120 || n == 7168)) batch_sizes.push_back(100);
-      if (gpu && n == 896) batch_sizes.push_back(200);
-      for (const int64_t rows : batch_sizes) {
-        batch.rows = rows;
-        batch.cols = n;
-        batch.stats = true;
-        batch.seed = static_cast<uint32_t>(n);
-        SCOPED_TRACE(batch.name());
-        NormRun inputs;
-        const NormRun first = run_norm_case(batch, backend, &inputs);
-        ASSERT_TRUE(first.status.ok()) << first.status.to_string();
-        const NormRun second = run_norm_case(batch, backend);
-        for (int64_t r = 0; r < batch.rows; ++r) {
-          ASSERT_EQ(row_bits(batch, first, r), row_bits(batch, second, r))
-              << "run-to-run difference in row " << r;
-        }
-        for (int64_t r : {int64_t{0}, batch.rows / 2, batch.rows - 1}) {
-          for (int64_t offset : {0, 1}) {
-            NormCase alone = batch;
-            alone.rows = 1;
-            alone.x_offset = alone.out_offset = alone.residual_offset = offset;
-            // The lone row holds row r's inputs; the weight is the batch's.
-            const NormFill copy_row = [&](const std::string& name, RowBuffer& b, std::mt19937&) {
-              const RowBuffer& from = name == "x"          ? inputs.x
-                                      : name == "residual" ? inputs.residual
-                                      : name == "weight"   ? inputs.weight
-                                                           : inputs.bias;
-              const int64_t src_row = b.rows() == 1 && from.rows() > 1 ? r : 0;
-              for (int64_t j = 0; j < b.cols(); ++j) b.set(0, j, from.get(src_row, j));
-            };
-            const NormRun single = run_norm_case(alone, backend, nullptr, copy_row);
-            ASSERT_TRUE(single.status.ok()) << single.status.to_string();
-            EXPECT_EQ(row_bits(alone, single, 0), row_bits(batch, first, r))
-                << "row " << r << " alone (offset " << offset << ") differs from the batch";
-          }
+  const DType dtype = std::get<2>(GetParam());
+  for (int64_t n :
+       {64, 128, 769, 896, 2304, 4096, 5120, 5125, 7168, 12288, 20480, 65536, 262144}) {
+    const bool gpu = backend == Backend::kGPU;
+    // The GPU's five-group kernel, and (2304 and 7168 bf16) its three- and four-group kernels
+    // whose threads' last groups lie partly past the row (RowFit::kLastPartial); the CPU has
+    // no such paths. 12288 float32 and 20480 take clusters of 3 and 5 blocks. A lone row of
+    // 896 bf16 (112 groups) is split over the blocks of a cluster, one group a thread.
+    if ((n == 896 || n == 2304 || n == 5120 || n == 7168 || n == 20480) && !gpu) continue;
+    NormCase batch;
+    batch.op = op;
+    batch.x_dtype = batch.weight_dtype = batch.residual_dtype = dtype;
+    // On the GPU, enough rows that it picks its large-batch launch shape for the registers path,
+    // and on the cluster path more rows than the GPU holds clusters (each cluster then
+    // normalizes several rows in turn: 32 rows of 262144 against at most ~14 clusters of 16
+    // blocks on an H100, 128 of 65536 against ~30-62 clusters of 4).
+    // Short rows (N = 64, 128) in batches that fill the GPU with them: blocks of several rows.
+    const int64_t large_batch =
+        n > 16384 ? (gpu ? std::max<int64_t>(3, (int64_t{1} << 23) / n) : 3)
+        : n <= 128 ? (gpu ? 16384 : 257)
+                   : (gpu ? 1100 : 257);
+    // And on the GPU a mid batch, where LayerNorm's rows that are not 2^k groups split over two
+    // blocks of a cluster (128 threads at 2304 and, one group a thread, at 896 up to twice as
+    // many rows as SMs: 200 rows; 256 threads at 5120 and 7168 bf16 up to as many: 100).
+    std::vector<int64_t> batch_sizes = {large_batch};
+    if (gpu && (n == 2304 || n == 5120 || n == 7168)) batch_sizes.push_back(100);
+    if (gpu && n == 896) batch_sizes.push_back(200);
+    for (const int64_t rows : batch_sizes) {
+      batch.rows = rows;
+      batch.cols = n;
+      batch.stats = true;
+      batch.seed = static_cast<uint32_t>(n);
+      SCOPED_TRACE(batch.name());
+      NormRun inputs;
+      const NormRun first = run_norm_case(batch, backend, &inputs);
+      ASSERT_TRUE(first.status.ok()) << first.status.to_string();
+      const NormRun second = run_norm_case(batch, backend);
+      for (int64_t r = 0; r < batch.rows; ++r) {
+        ASSERT_EQ(row_bits(batch, first, r), row_bits(batch, second, r))
+            << "run-to-run difference in row " << r;
+      }
+      for (int64_t r : {int64_t{0}, batch.rows / 2, batch.rows - 1}) {
+        for (int64_t offset : {0, 1}) {
+          NormCase alone = batch;
+          alone.rows = 1;
+          alone.x_offset = alone.out_offset = alone.residual_offset = offset;
+          // The lone row holds row r's inputs; the weight is the batch's.
+          const NormFill copy_row = [&](const std::string& name, RowBuffer& b, std::mt19937&) {
+            const RowBuffer& from = name == "x"          ? inputs.x
+                                    : name == "residual" ? inputs.residual
+                                    : name == "weight"   ? inputs.weight
+                                                         : inputs.bias;
+            const int64_t src_row = b.rows() == 1 && from.rows() > 1 ? r : 0;
+            for (int64_t j = 0; j < b.cols(); ++j) b.set(0, j, from.get(src_row, j));
+          };
+          const NormRun single = run_norm_case(alone, backend, nullptr, copy_row);
+          ASSERT_TRUE(single.status.ok()) << single.status.to_string();
+          EXPECT_EQ(row_bits(alone, single, 0), row_bits(batch, first, r))
+              << "row " << r << " alone (offset " << offset << ") differs from the batch";
         }
       }
     }
@@ -116,10 +118,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Backend::kCPU, Backend::kGPU),
                        ::testing::Values(NormOp::kRms, NormOp::kAddRmsInPlace, NormOp::kAddRms,
                                          NormOp::kLayer, NormOp::kAddLayerInPlace,
-                                         NormOp::kAddLayer)),
+                                         NormOp::kAddLayer),
+                       ::testing::Values(DType::kBFloat16, DType::kFloat32)),
     [](const ::testing::TestParamInfo<Param>& info) {
       return std::string(backend_name(std::get<0>(info.param))) + "_" +
-             norm_op_name(std::get<1>(info.param));
+             norm_op_name(std::get<1>(info.param)) + "_" + dtype_name(std::get<2>(info.param));
     });
 
 // The registers path sums in one order for every power-of-two number of groups per thread, and

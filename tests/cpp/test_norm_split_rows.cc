@@ -9,6 +9,7 @@
 // message and write nothing.
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -48,10 +49,7 @@ class SplitRun {
         out_(Backend::kGPU, f.fp8 ? fp8_format_dtype(f.format) : dtype, m, n),
         r_out_(Backend::kGPU, dtype, m, n), rstd_(Backend::kGPU, DType::kFloat32, 1, m),
         mean_(Backend::kGPU, DType::kFloat32, 1, m), scale_(Backend::kGPU, DType::kFloat32, 1, m) {
-    for (RowBuffer* o : {&out_, &r_out_, &rstd_, &mean_, &scale_}) {
-      o->poison();
-      o->upload();
-    }
+    poison_outputs();
     detail::NormProblem& p = in_.p;
     // In place: out is x (fp8: codes cannot overwrite x), residual_out is residual.
     const bool out_in_place = in_place && !f.fp8;
@@ -72,6 +70,13 @@ class SplitRun {
 
   const detail::NormProblem& problem() const { return in_.p; }
 
+  // The inputs of `seed` again and every output poisoned, as a fresh run's: the next launch on
+  // the same buffers (allocations are what a sanitizer slows the most, so the cases reuse them).
+  void reset(uint32_t seed) {
+    in_.refill(seed);
+    poison_outputs();
+  }
+
   // Every output buffer's bits (whole storage, so untouched poison counts too).
   std::vector<uint8_t> bits() {
     std::vector<uint8_t> all;
@@ -84,68 +89,74 @@ class SplitRun {
   }
 
  private:
+  void poison_outputs() {
+    for (RowBuffer* o : {&out_, &r_out_, &rstd_, &mean_, &scale_}) {
+      o->poison();
+      o->upload();
+    }
+  }
+
   LaunchShapeInputs in_;
   RowBuffer out_, r_out_, rstd_, mean_, scale_;
   std::vector<RowBuffer*> outputs_;
 };
 
-TEST(NormLaunchShapes, SplitRowsGiveTheBitsOfOneBlockARow) {
+// One form and dtype per test, so that a sanitizer's runs, a process per test, spread them over
+// the GPU (scripts/sanitize_tests.sh).
+using SplitParam = std::tuple<SplitForm, DType>;
+
+class SplitRowsBits : public ::testing::TestWithParam<SplitParam> {};
+
+TEST_P(SplitRowsBits, SplitRowsGiveTheBitsOfOneBlockARow) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  const auto [f, dtype] = GetParam();
   const int64_t m = 3;
-  const std::vector<SplitForm> forms = {
-      {false, false, false, false}, {false, true, false, false}, {true, false, false, false},
-      {true, true, false, false},   {false, false, true, true},  {false, false, true, false},
-      {false, true, true, true},    {false, true, true, false}};
   int split_launches = 0;
-  for (const SplitForm& f : forms) {
-    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-      // Rows of 2^k groups, and the others' coverings: three groups a thread exactly (3072,
-      // 12288) and one, two, three or four with each thread's last group partly past the row
-      // (520, 768, 1016, 1536, 2560, 3584 on 128 threads, the first two with a block of
-      // threads that hold no group; 4608, 7168 on 256; 14336 on 512).
-      for (int64_t n : {2048, 4096, 8192, 16384, 520, 768, 1016, 1536, 2560, 3072, 3584, 4608,
-                        7168, 12288, 14336}) {
-        for (const bool in_place : {false, true}) {
-          for (const bool stats : {false, true}) {
-            const uint32_t seed = static_cast<uint32_t>(n) + (in_place ? 1 : 0);
-            std::vector<uint8_t> reference;
-            for (const auto [threads, items] : {std::pair{128, 1}, {128, 2}, {128, 3}, {128, 4},
-                                                {256, 1}, {256, 2}, {256, 3}, {256, 4},
-                                                {512, 1}, {512, 2}, {512, 3}, {512, 4}}) {
-              SplitRun probe(f, dtype, m, n, in_place, stats, seed);
-              gpu::NormShape shape;
-              ASSERT_TRUE(gpu::norm_shape_of(probe.problem(), &shape).ok());
-              if (shape.max_cluster_blocks < 2) GTEST_SKIP() << "no thread-block clusters";
-              ASSERT_TRUE(shape.split_rows_built);
-              const int64_t groups = n / shape.group_elems;
-              if (!gpu::split_rows_cover(groups, threads, items)) continue;
-              gpu::NormConfig one_block;
-              ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
-                                                threads, items, &one_block));
-              std::vector<gpu::NormConfig> variants = {one_block};
-              for (int blocks = 2; blocks <= gpu::kNormMaxSplitBlocks; blocks *= 2) {
-                for (const bool late : {false, true}) {
-                  gpu::NormConfig split = one_block;
-                  split.trigger_after_writes = late;
-                  if (gpu::split_norm_rows(shape, blocks, &split)) variants.push_back(split);
-                }
-              }
-              for (gpu::NormConfig variant : variants) {
-                variant.plain = !stats;
-                SCOPED_TRACE(form_name(f) + " " + dtype_name(dtype) + " N=" + std::to_string(n) +
-                             (in_place ? " in place " : " apart ") +
-                             (stats ? "stats " : "") + variant.to_string());
-                SplitRun run(f, dtype, m, n, in_place, stats, seed);
-                gpu::NormLaunchOverrides overrides;
-                overrides.config = &variant;
-                ASSERT_TRUE(gpu::run_norm_gpu_with(run.problem(), nullptr, overrides).ok());
-                ASSERT_TRUE(gpu_synchronize(0).ok());
-                const std::vector<uint8_t> bits = run.bits();
-                expect_bits_of_first_launch(&reference, bits);
-                split_launches += variant.split_blocks > 1 ? 1 : 0;
-              }
+  // Rows of 2^k groups, and the others' coverings: three groups a thread exactly (3072, 12288)
+  // and one, two, three or four with each thread's last group partly past the row (520, 768,
+  // 1016, 1536, 2560, 3584 on 128 threads, the first two with a block of threads that hold no
+  // group; 4608, 7168 on 256; 14336 on 512).
+  for (int64_t n : {2048, 4096, 8192, 16384, 520, 768, 1016, 1536, 2560, 3072, 3584, 4608, 7168,
+                    12288, 14336}) {
+    for (const bool in_place : {false, true}) {
+      for (const bool stats : {false, true}) {
+        const uint32_t seed = static_cast<uint32_t>(n) + (in_place ? 1 : 0);
+        SplitRun run(f, dtype, m, n, in_place, stats, seed);
+        gpu::NormShape shape;
+        ASSERT_TRUE(gpu::norm_shape_of(run.problem(), &shape).ok());
+        if (shape.max_cluster_blocks < 2) GTEST_SKIP() << "no thread-block clusters";
+        ASSERT_TRUE(shape.split_rows_built);
+        const int64_t groups = n / shape.group_elems;
+        std::vector<uint8_t> reference;
+        for (const auto [threads, items] : {std::pair{128, 1}, {128, 2}, {128, 3}, {128, 4},
+                                            {256, 1}, {256, 2}, {256, 3}, {256, 4},
+                                            {512, 1}, {512, 2}, {512, 3}, {512, 4}}) {
+          if (!gpu::split_rows_cover(groups, threads, items)) continue;
+          gpu::NormConfig one_block;
+          ASSERT_TRUE(gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, threads,
+                                            items, &one_block));
+          std::vector<gpu::NormConfig> variants = {one_block};
+          for (int blocks = 2; blocks <= gpu::kNormMaxSplitBlocks; blocks *= 2) {
+            for (const bool late : {false, true}) {
+              gpu::NormConfig split = one_block;
+              split.trigger_after_writes = late;
+              if (gpu::split_norm_rows(shape, blocks, &split)) variants.push_back(split);
             }
+          }
+          for (gpu::NormConfig variant : variants) {
+            variant.plain = !stats;
+            SCOPED_TRACE(form_name(f) + " " + dtype_name(dtype) + " N=" + std::to_string(n) +
+                         (in_place ? " in place " : " apart ") + (stats ? "stats " : "") +
+                         variant.to_string());
+            run.reset(seed);
+            gpu::NormLaunchOverrides overrides;
+            overrides.config = &variant;
+            ASSERT_TRUE(gpu::run_norm_gpu_with(run.problem(), nullptr, overrides).ok());
+            ASSERT_TRUE(gpu_synchronize(0).ok());
+            const std::vector<uint8_t> bits = run.bits();
+            expect_bits_of_first_launch(&reference, bits);
+            split_launches += variant.split_blocks > 1 ? 1 : 0;
           }
         }
       }
@@ -153,6 +164,24 @@ TEST(NormLaunchShapes, SplitRowsGiveTheBitsOfOneBlockARow) {
   }
   EXPECT_GT(split_launches, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, SplitRowsBits,
+    ::testing::Combine(
+        ::testing::Values(SplitForm{false, false, false, false},
+                          SplitForm{false, true, false, false},
+                          SplitForm{true, false, false, false}, SplitForm{true, true, false, false},
+                          SplitForm{false, false, true, true}, SplitForm{false, false, true, false},
+                          SplitForm{false, true, true, true}, SplitForm{false, true, true, false}),
+        ::testing::Values(DType::kBFloat16, DType::kFloat16)),
+    [](const ::testing::TestParamInfo<SplitParam>& info) {
+      std::string name = "gpu_" + form_name(std::get<0>(info.param)) + "_" +
+                         dtype_name(std::get<1>(info.param));
+      for (char& ch : name) {
+        if (ch == ' ' || ch == '+') ch = '_';
+      }
+      return name;
+    });
 
 // Forms without these kernels (float32 rows; e4m3fnuz codes on CUDA, AMD's format),
 // more blocks than a portable cluster, and blocks of less than a warp are refused with a message,
