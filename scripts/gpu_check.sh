@@ -56,7 +56,8 @@ if has test; then
   [ -x "$fp8_check" ] && run fp8_conversion "$fp8_check"
 fi
 # Sanitizers: every test that launches GPU kernels, one process per test, several at once
-# (scripts/sanitize_tests.sh; SANITIZE_FILTER, SANITIZE_JOBS and SANITIZE_TIMES pass through).
+# (scripts/sanitize_tests.sh; SANITIZE_FILTER, SANITIZE_JOBS, SANITIZE_TIMES and SANITIZE_PART
+# pass through).
 # memcheck and racecheck share one queue where both are asked for: the slowest test takes about
 # as long under each, so one tool after the other would wait on it twice. On an H200, 16 at once,
 # the 170 such tests' times (each slowed by the other 15) added up to 65 minutes under memcheck

@@ -20,7 +20,10 @@
 # launches GPU kernels, without the >2^31-element cases, which take minutes under
 # instrumentation), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16),
 # SANITIZE_TIMES (start the longest tests first, by a previous run's times: for one tool, that
-# run's LOG_DIR/times.txt; for several, that run's LOG_DIR, holding TOOL/times.txt for each).
+# run's LOG_DIR/times.txt; for several, that run's LOG_DIR, holding TOOL/times.txt for each),
+# SANITIZE_PART=K/P (run part K of P: every P-th entry of the queue from the K-th, so that each
+# part gets its share of the long tests; for a sweep longer than one sitting on the GPU, each part
+# in a LOG_DIR of its own, the parts' times.txt files joined for a later SANITIZE_TIMES).
 set -uo pipefail
 if [ "${1:-}" = --one ]; then  # internal: one test, one process
   shift
@@ -45,6 +48,13 @@ done
 filter=${SANITIZE_FILTER:-'*gpu*:NormLaunchShapes.*:ActQuantLaunchShapes.*:-*HugeTensor*'}
 nproc_=$(nproc)
 jobs=${SANITIZE_JOBS:-$(( nproc_ < 16 ? nproc_ : 16 ))}
+part=${SANITIZE_PART:-1/1}
+if [[ ! $part =~ ^([0-9]+)/([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -lt 1 ] ||
+   [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
+  echo "SANITIZE_PART must be K/P with 1 <= K <= P, not '$part'" >&2
+  exit 2
+fi
+part_index=${BASH_REMATCH[1]} part_count=${BASH_REMATCH[2]}
 tool_dir() { if [ ${#tools[@]} -eq 1 ]; then echo "$log_dir"; else echo "$log_dir/$1"; fi; }
 # Heaviest first where SANITIZE_TIMES gives "seconds test" lines (a previous run's times.txt): a
 # long test started last holds up the whole run alone. Tests without a time (new ones) start
@@ -72,7 +82,9 @@ for tool in "${tools[@]}"; do
   mkdir -p "$dir"
   echo "$tests_list" > "$dir/tests.txt"
 done
-echo "${tools[*]}: $count tests each, $jobs processes at a time"
+part_note=""
+[ "$part_count" -gt 1 ] && part_note=", part $part_index of $part_count"
+echo "${tools[*]}: $count tests each, $jobs processes at a time$part_note"
 t0=$SECONDS
 export SANITIZE_TOOL_OPTIONS="$*"
 log_of() { echo "$(tool_dir "$1")/$(echo "$2" | tr '/' '_').log"; }
@@ -87,8 +99,11 @@ for ((i = 0; i < ${#tools[@]}; i++)); do
       { print (($0 in t) ? t[$0] : 1e12), FNR, index_, tool, $0 }' - "$(tool_dir "$tool")/tests.txt"
 done | sort -k1,1gr -k2,2n -k3,3n | while read -r _ _ _ tool test; do
   echo "$tool $test $(log_of "$tool" "$test")"
-done > "$(tool_dir "${tools[0]}")/order.txt"
+done | awk -v k="$part_index" -v p="$part_count" 'NR % p == k % p' \
+  > "$(tool_dir "${tools[0]}")/order.txt"
 xargs -L 1 -P "$jobs" bash "$0" --one "$binary" < "$(tool_dir "${tools[0]}")/order.txt"
+# Each tool's tests in this run (all of them, but for a part).
+tests_of() { awk -v tool="$1" '$1 == tool { print $2 }' "$(tool_dir "${tools[0]}")/order.txt"; }
 status=0
 # A process that makes no GPU call gets no summary: the tool prints this and exits with 255.
 no_gpu_call='terminated before first instrumented API call'
@@ -120,13 +135,13 @@ for tool in "${tools[@]}"; do
     else
       ran=$((ran + 1))
     fi
-  done <<< "$tests_list"
+  done < <(tests_of "$tool")
   echo "$tool: $ran tests clean, $skipped skipped, in $((SECONDS - t0)) s"
   # times.txt: "seconds test", for SANITIZE_TIMES in a later run.
   dir=$(tool_dir "$tool")
   while read -r test; do
     sed -n "s|^# rc=[0-9]* in \([0-9]*\) s$|\1 $test|p" "$(log_of "$tool" "$test")" 2>/dev/null
-  done <<< "$tests_list" > "$dir/times.txt"
+  done < <(tests_of "$tool") > "$dir/times.txt"
   echo "$tool: the slowest tests (seconds, with the other processes running beside them; all in" \
     "$dir/times.txt):"
   sort -rn "$dir/times.txt" | head -5 | sed 's/^/  /'

@@ -125,6 +125,47 @@ for times in "$work/times.txt" "$work/logs/times.txt"; do
   fi
 done
 
+# SANITIZE_PART=K/P: the parts' queues split the whole queue between them (each test in exactly one
+# part under each tool), each part's summary and times.txt cover its own tests alone, a failure
+# counts in its own part only, and a malformed part is refused.
+rm -f "$work/parts.log"
+for k in 1 2; do
+  out=$(env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*:FastDivide.*' SANITIZE_JOBS=1 \
+        SANITIZE_PART="$k/2" FAKE_ORDER_LOG="$work/parts.log" FAKE_FAIL=Half.RoundsToNearestEven \
+        bash "$script" memcheck "$binary" "$work/part$k" 2>&1)
+  rc=$?
+  # Half.RoundsToNearestEven is the third test in listing order: in part 1 (entries 1, 3, 5, 7).
+  want_rc=$([ "$k" -eq 1 ] && echo 1 || echo 0)
+  ran=$(wc -l < "$work/part$k/times.txt")
+  if [ "$rc" -eq "$want_rc" ] && [ "$ran" -eq 4 ] &&
+     [ "$(grep -c '^FAILED: ' <<< "$out")" -eq $((k == 1 ? 1 : 0)) ] &&
+     grep -q "^memcheck: $((k == 1 ? 3 : 4)) tests clean, 0 skipped" <<< "$out"; then
+    echo "ok: SANITIZE_PART=$k/2 runs and reports its own four tests"
+  else
+    echo "FAIL: SANITIZE_PART=$k/2: rc $rc (expected $want_rc), $ran tests timed"
+    echo "    ${out//$'\n'/$'\n'    }"
+    failures=$((failures + 1))
+  fi
+done
+if [ "$(sort "$work/parts.log" | uniq | wc -l)" -eq 8 ] && [ "$(wc -l < "$work/parts.log")" -eq 8 ]
+then
+  echo "ok: the two parts ran each of the eight tests once"
+else
+  echo "FAIL: the two parts ran: $(tr '\n' ' ' < "$work/parts.log")"
+  failures=$((failures + 1))
+fi
+for bad in 0/2 3/2 1 x/y; do
+  env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*' SANITIZE_PART="$bad" \
+    bash "$script" memcheck "$binary" "$work/bad" > "$work/bad.out" 2>&1
+  rc=$?
+  if [ "$rc" -eq 2 ] && grep -q "SANITIZE_PART must be K/P" "$work/bad.out"; then
+    echo "ok: SANITIZE_PART=$bad is refused"
+  else
+    echo "FAIL: SANITIZE_PART=$bad: rc $rc"
+    failures=$((failures + 1))
+  fi
+done
+
 # Several tools in one queue: each tool's logs, times and summary in LOG_DIR/TOOL, the rest of
 # LOG_DIR kept; the options after LOG_DIR to every tool, SANITIZE_<TOOL>_OPTIONS to that one.
 two() {  # runs memcheck+racecheck over Half.* and FastDivide.*; output in $work/two.out
