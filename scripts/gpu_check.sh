@@ -60,10 +60,10 @@ fi
 # pass through).
 # memcheck and racecheck share one queue where both are asked for: the slowest test takes about
 # as long under each, so one tool after the other would wait on it twice. On an H200, 16 at once,
-# the 170 such tests' times (each slowed by the other 15) added up to 65 minutes under memcheck
-# and 206 under racecheck, the longest 18 minutes under each, and the shared queue took 18.5
-# minutes (bench/results/sanitize-h200-2026-12-01.txt); synccheck's added up to 109 minutes over
-# the 163 tests of 2026-11-29, the longest 8.
+# the 200 such tests' times (each slowed by the other 15) added up to 65 minutes under memcheck
+# and 210 under racecheck, the longest 8 minutes, and the shared queue took 17.5 minutes in two
+# parts of 9.4 and 8.1 (bench/results/sanitize-h200-2026-12-02.txt); synccheck's added up to 109
+# minutes over the 163 tests of 2026-11-29, the longest 8.
 # A tool's earlier run here leaves each test's time in LOG_DIR/TOOL/times.txt; the next run
 # starts the longest first (SANITIZE_TIMES). sanitize_env: extra environment for one pass.
 sanitize_env=()

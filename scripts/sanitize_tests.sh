@@ -6,7 +6,8 @@
 # (no shard waits on an unlucky mix of heavy tests), and several tools given at once share one
 # queue: the slowest test takes about as long under memcheck as under racecheck, so two tools run
 # one after the other wait on it twice. With 16 at once on an H200, memcheck and racecheck in one
-# queue over all 170 GPU tests took 18.5 minutes (bench/results/sanitize-h200-2026-12-01.txt).
+# queue over all 200 GPU tests took 17.5 minutes, in two parts (SANITIZE_PART) of 9.4 and 8.1
+# (bench/results/sanitize-h200-2026-12-02.txt).
 # Each test's log is kept; the run fails if any test fails, or any log lacks the tool's clean
 # summary.
 #
