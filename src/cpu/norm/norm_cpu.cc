@@ -48,9 +48,40 @@ void with_flags(bool a, bool b, const F& f) {
 
 // A row's work in four stages, each its own function so that each is compiled for only the types
 // it depends on (a call's stages are picked once, below): h from x and the residual (x's and the
-// residual's dtypes), the statistics (none), the outputs (x's; the weight and bias are float32 by
-// then, RowConstants), and for fp8 outputs the codes (the format). Each stage's loops run through
+// residual's dtypes), the statistics, the outputs (x's; the weight and bias are float32 by then,
+// RowConstants), and for fp8 outputs the codes (the format). Each stage's loops run through
 // for_this_cpu, and convert to and from 16-bit dtypes a run at a time (cpu/common/row_convert.h).
+//
+// Where h is x itself (no fused add) and x's dtype converts inline (bf16, float32), the
+// statistics and the outputs read x where it lies (RowValues), with no copy of the row into a
+// float32 buffer to write and read back: at [2048, 4096] the norms took 0.8-0.95x the time in
+// bf16 and 0.68-0.82x in float32 (bench/NOTES.md, "The CPU backend: rows read where they lie").
+// fp16 rows are widened once into the buffer (F16C, a run at a time), not in every pass.
+
+// A row's values h as float32: held in the buffer that load_row filled (kDirect false), or read
+// from x's row and converted where each element is used (kDirect: no fused add, and x's dtype
+// converts inline).
+template <typename TX, bool kDirect>
+struct RowValues {
+  const float* held;
+  const TX* x;
+  float operator()(int64_t j) const {
+    if constexpr (kDirect) {
+      return to_float(x[j]);
+    } else {
+      return held[j];
+    }
+  }
+};
+
+template <typename TX, bool kDirect>
+RowValues<TX, kDirect> row_values(const NormProblem& p, int64_t row, const float* h) {
+  if constexpr (kDirect) {
+    return {nullptr, static_cast<const TX*>(p.x) + p.row_offset(row, p.x_stride, p.x_run_skip)};
+  } else {
+    return {h, nullptr};
+  }
+}
 
 // h = x + residual rounded to the residual's dtype (written to residual_out too), or x.
 template <typename TX, typename TR>
@@ -85,20 +116,25 @@ struct RowStatistics {
   float rstd = 0.0f;
 };
 
-RowStatistics row_statistics(const NormProblem& p, const float* h) {
+template <typename TX, bool kDirect>
+RowStatistics row_statistics(const NormProblem& p, int64_t row, const float* h_buffer) {
   const int64_t n = p.cols;
+  const RowValues<TX, kDirect> h = row_values<TX, kDirect>(p, row, h_buffer);
   RowStatistics s;
   float sum = 0.0f;
   for_this_cpu([&] {
     if (p.kind == NormKind::kLayer) {
-      s.mean = lane_sum(n, [&](int64_t j) { return h[j]; }) / static_cast<float>(n);
+      s.mean = lane_sum(n, [&](int64_t j) { return h(j); }) / static_cast<float>(n);
       const float mean = s.mean;
       sum = lane_sum(n, [&](int64_t j) {
-        const float d = h[j] - mean;
+        const float d = h(j) - mean;
         return d * d;
       });
     } else {
-      sum = lane_sum(n, [&](int64_t j) { return h[j] * h[j]; });
+      sum = lane_sum(n, [&](int64_t j) {
+        const float v = h(j);
+        return v * v;
+      });
     }
   });
   s.rstd = 1.0f / std::sqrt(sum / static_cast<float>(n) + p.eps);
@@ -108,22 +144,24 @@ RowStatistics row_statistics(const NormProblem& p, const float* h) {
 // The outputs of y, the float32 value of element j that the output is rounded (or quantized) from,
 // in the GPU kernels' order (output_values, gpu/norm/norm_group_io.cuh): RMSNorm weighs h before
 // it scales it, (h * w) * rstd, unless weight_after_cast; the weight without one is 1. y goes to
-// the output, or for fp8 outputs back into h, for quantize_row. `weight` is the call's weight plus
-// its offset and `bias` its bias, as float32 (RowConstants); either may be absent.
-template <typename TX>
-void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, const float* weight,
-               const float* bias) {
+// the output, or for fp8 outputs into the buffer (h_buffer), for quantize_row. `weight` is the
+// call's weight plus its offset and `bias` its bias, as float32 (RowConstants); either may be
+// absent.
+template <typename TX, bool kDirect>
+void write_row(const NormProblem& p, int64_t row, float* h_buffer, RowStatistics s,
+               const float* weight, const float* bias) {
   const int64_t n = p.cols;
+  const RowValues<TX, kDirect> h = row_values<TX, kDirect>(p, row, h_buffer);
   const bool layer = p.kind == NormKind::kLayer;
   const float mean = s.mean;
   const float rstd = s.rstd;
   TX* out = p.out_fp8 ? nullptr : static_cast<TX*>(p.out) +
                                         p.row_offset(row, p.out_stride, p.out_run_skip);
   for_this_cpu([&] {
-    // y[j] = y_of(j) to the output, or back into h (y_of(j) reads h[j] alone).
+    // y[j] = y_of(j) to the output, or into the buffer (y_of(j) reads element j alone).
     const auto emit = [&](const auto& y_of) {
       if (out == nullptr) {
-        for (int64_t j = 0; j < n; ++j) h[j] = y_of(j);
+        for (int64_t j = 0; j < n; ++j) h_buffer[j] = y_of(j);
         return;
       }
       for_each_run<TX>(n, [&](int64_t j0, int64_t count) {
@@ -133,9 +171,9 @@ void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, con
       });
     };
     if (!layer && !p.weight_after_cast && weight != nullptr) {
-      emit([&](int64_t j) { return (h[j] * weight[j]) * rstd; });
+      emit([&](int64_t j) { return (h(j) * weight[j]) * rstd; });
     } else if (!layer && !p.weight_after_cast) {
-      emit([&](int64_t j) { return (h[j] * 1.0f) * rstd; });
+      emit([&](int64_t j) { return (h(j) * 1.0f) * rstd; });
     } else {
       with_flags(weight != nullptr, bias != nullptr, [&](auto weighted, auto biased) {
         const auto affine = [&](float v, int64_t j) {
@@ -144,12 +182,12 @@ void write_row(const NormProblem& p, int64_t row, float* h, RowStatistics s, con
           return v;
         };
         if (p.weight_after_cast) {
-          // The normalized value rounded to x's dtype before the weight and bias.
-          for (int64_t j = 0; j < n; ++j) h[j] = (h[j] - mean) * rstd;
-          round_row<TX>(h, n);
-          emit([&](int64_t j) { return affine(h[j], j); });
+          // The normalized value rounded to x's dtype before the weight and bias, in the buffer.
+          for (int64_t j = 0; j < n; ++j) h_buffer[j] = (h(j) - mean) * rstd;
+          round_row<TX>(h_buffer, n);
+          emit([&](int64_t j) { return affine(h_buffer[j], j); });
         } else {
-          emit([&](int64_t j) { return affine((h[j] - mean) * rstd, j); });
+          emit([&](int64_t j) { return affine((h(j) - mean) * rstd, j); });
         }
       });
     }
@@ -201,11 +239,20 @@ struct RowConstants {
 };
 
 using LoadRow = void (*)(const NormProblem&, int64_t, float*);
+using RowStatisticsOf = RowStatistics (*)(const NormProblem&, int64_t, const float*);
 using WriteRow = void (*)(const NormProblem&, int64_t, float*, RowStatistics, const float*,
                           const float*);
 using QuantizeRow = void (*)(const NormProblem&, int64_t, float*, float);
 
-void norm_rows(const NormProblem& p, LoadRow load, WriteRow write, QuantizeRow quantize) {
+// The stages of a call (load: null where the row is read where it lies).
+struct RowStages {
+  LoadRow load = nullptr;
+  RowStatisticsOf statistics = nullptr;
+  WriteRow write = nullptr;
+  QuantizeRow quantize = nullptr;
+};
+
+void norm_rows(const NormProblem& p, const RowStages& stages) {
   const int64_t n = p.cols;
   // A static fp8 scale: one reciprocal per call (read here, on the host, for CPU tensors).
   const float static_inverse =
@@ -223,10 +270,10 @@ void norm_rows(const NormProblem& p, LoadRow load, WriteRow write, QuantizeRow q
 #pragma omp for schedule(static)
 #endif
     for (int64_t row = 0; row < p.rows; ++row) {
-      load(p, row, h.data());
-      const RowStatistics s = row_statistics(p, h.data());
-      write(p, row, h.data(), s, weight, bias);
-      if (quantize != nullptr) quantize(p, row, h.data(), static_inverse);
+      if (stages.load != nullptr) stages.load(p, row, h.data());
+      const RowStatistics s = stages.statistics(p, row, h.data());
+      stages.write(p, row, h.data(), s, weight, bias);
+      if (stages.quantize != nullptr) stages.quantize(p, row, h.data(), static_inverse);
       if (p.rstd != nullptr) p.rstd[row] = s.rstd;
       if (p.mean != nullptr) p.mean[row] = s.mean;
     }
@@ -236,22 +283,26 @@ void norm_rows(const NormProblem& p, LoadRow load, WriteRow write, QuantizeRow q
 }  // namespace
 
 Status run_norm_cpu(const NormProblem& p) {
-  LoadRow load = nullptr;
-  WriteRow write = nullptr;
-  QuantizeRow quantize = nullptr;
+  RowStages stages;
   dispatch_float_dtype(p.x_dtype, [&](auto x_tag) {
     using TX = typename decltype(x_tag)::type;
+    if (!p.add_residual && !kConvertsInRuns<TX>) {
+      stages.statistics = &row_statistics<TX, true>;
+      stages.write = &write_row<TX, true>;
+      return;
+    }
     dispatch_float_dtype(p.source_dtype(), [&](auto r_tag) {
-      load = &load_row<TX, typename decltype(r_tag)::type>;
+      stages.load = &load_row<TX, typename decltype(r_tag)::type>;
     });
-    write = &write_row<TX>;
+    stages.statistics = &row_statistics<TX, false>;
+    stages.write = &write_row<TX, false>;
   });
   if (p.out_fp8) {
     dispatch_fp8_format(p.out_fp8_format, [&](auto format_tag) {
-      quantize = &quantize_row<decltype(format_tag)>;
+      stages.quantize = &quantize_row<decltype(format_tag)>;
     });
   }
-  norm_rows(p, load, write, quantize);
+  norm_rows(p, stages);
   return Status();
 }
 
