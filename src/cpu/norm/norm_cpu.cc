@@ -58,28 +58,21 @@ void with_flags(bool a, bool b, const F& f) {
 // bf16 and 0.68-0.82x in float32 (bench/NOTES.md, "The CPU backend: rows read where they lie").
 // fp16 rows are widened once into the buffer (F16C, a run at a time), not in every pass.
 
-// A row's values h as float32: held in the buffer that load_row filled (kDirect false), or read
-// from x's row and converted where each element is used (kDirect: no fused add, and x's dtype
-// converts inline).
-template <typename TX, bool kDirect>
+// A row's values h as float32, read from `values`: the float32 buffer that load_row filled, or
+// x's row where h is x and x's dtype converts inline (converted where each element is used).
+template <typename T>
 struct RowValues {
-  const float* held;
-  const TX* x;
-  float operator()(int64_t j) const {
-    if constexpr (kDirect) {
-      return to_float(x[j]);
-    } else {
-      return held[j];
-    }
-  }
+  const T* values;
+  float operator()(int64_t j) const { return to_float(values[j]); }
 };
 
 template <typename TX, bool kDirect>
-RowValues<TX, kDirect> row_values(const NormProblem& p, int64_t row, const float* h) {
+auto row_values(const NormProblem& p, int64_t row, const float* h) {
   if constexpr (kDirect) {
-    return {nullptr, static_cast<const TX*>(p.x) + p.row_offset(row, p.x_stride, p.x_run_skip)};
+    return RowValues<TX>{static_cast<const TX*>(p.x) +
+                         p.row_offset(row, p.x_stride, p.x_run_skip)};
   } else {
-    return {h, nullptr};
+    return RowValues<float>{h};
   }
 }
 
@@ -119,7 +112,7 @@ struct RowStatistics {
 template <typename TX, bool kDirect>
 RowStatistics row_statistics(const NormProblem& p, int64_t row, const float* h_buffer) {
   const int64_t n = p.cols;
-  const RowValues<TX, kDirect> h = row_values<TX, kDirect>(p, row, h_buffer);
+  const auto h = row_values<TX, kDirect>(p, row, h_buffer);
   RowStatistics s;
   float sum = 0.0f;
   for_this_cpu([&] {
@@ -151,7 +144,7 @@ template <typename TX, bool kDirect>
 void write_row(const NormProblem& p, int64_t row, float* h_buffer, RowStatistics s,
                const float* weight, const float* bias) {
   const int64_t n = p.cols;
-  const RowValues<TX, kDirect> h = row_values<TX, kDirect>(p, row, h_buffer);
+  const auto h = row_values<TX, kDirect>(p, row, h_buffer);
   const bool layer = p.kind == NormKind::kLayer;
   const float mean = s.mean;
   const float rstd = s.rstd;
