@@ -124,7 +124,10 @@ constexpr int64_t kShortRowBlockGroups = 256;
 // M = 2048 slower, the grid's many small blocks launched slower than they finish (rms_norm
 // [16384, 896] 23.9 us against 17.9). LayerNorm (N = 640-1016; its split rows, one warp of three
 // or four groups, or pairs before): 0.82-0.86x at M = 256, 0.84-0.95x at M = 512 and 1024, at
-// M = 2048 0.96-1.08x. On 64-lane waves (AMD CDNA) the same rule holds, not measured there.
+// M = 2048 0.96-1.08x. Launches of 128 x 1 at batches that do not fill the GPU take the same
+// kernel (row_fit_of): RMSNorm's forms at M = 67-150 (N = 896 and 1016) 0.70-0.78x the graph
+// replay time of the kernel they took before ("Norm v48"). On 64-lane waves (AMD CDNA) the same
+// rule holds, not measured there.
 constexpr int64_t kOneGroupMaxRowsPerSm = 2;
 constexpr int64_t kLayerOneGroupMaxRowsPerSm = 8;
 
