@@ -74,6 +74,15 @@ constexpr int kFusedAddMinThreadsPerRow = 128;
 // 7.74 at 128 x 2 against 8.06 at 64 x 4 (fused_add_layer_norm 9.82 / 9.52 against 10.09 /
 // 9.88); one step further, [1024, 4096] and [2048, 2048], four groups per thread win or tie.
 constexpr int64_t kLayerMidSmGroups = 2 * kMidSmGroups;
+// LayerNorm's fused add in its kernels of two 512-thread blocks an SM (bf16, every tensor one
+// dtype: norm_min_blocks_per_sm) at every batch that fills the GPU, not only its mid batches:
+// two groups per thread where they cover the row exactly on 64 to kMaxRegisterThreadsPerRow
+// threads (whole groups at 16-byte accesses: N = 1024-8192 bf16). Cold L2 on an H200 (bench/NOTES.md, "Norm v49"), time at two
+// groups against four: fused_add_layer_norm [16384, 1024] 0.94x, [16384, 2048] 0.97x (0.97-0.98x
+// in three sweeps), [16384, 8192] 0.98x, [4096, 1024-4096] 0.96-0.98x, [65536, 1024 / 2048]
+// 0.99x, [16384 / 65536, 4096] 0.99 / 1.00x. LayerNorm alone keeps four (its two-group rows were
+// not among the best launches at M = 16384); the fused add's other dtypes, not measured, too.
+constexpr int kLayerAddPairsMinThreads = 64;
 // LayerNorm's rows of at most this many groups (N = 2048 bf16) keep those pairs where the rows
 // are not a power of two in groups (the next rule): there three or four groups a thread measured
 // level at M = 512 on an H200 (layer_norm [512, 1536] 6.85 us at 64 x 3 against 6.69 in pairs,
@@ -341,7 +350,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // LayerNorm (either form) takes the mid-batch rule too, up to its own bound: layer_norm
     // [128, 4096] replayed in 2.30 us at 256 x 2 against 2.92 at 128 x 4, [256, 4096] 2.79
     // against 2.96, fused_add_layer_norm 2.64 / 3.33 against 3.06 / 3.63 (H100, NOTES.md
-    // "Norm v13").
+    // "Norm v13"); its fused add's bf16 rows at every batch (kLayerAddPairsMinThreads).
     const bool one_block_per_sm = shape.min_blocks_per_sm == 1 && !shape.fp8_output;
     const bool pairs_cover_row = groups <= 2 * kLatencyThreadsPerRow;
     const int64_t sm_count = shape.sm_count;
@@ -375,9 +384,14 @@ NormConfig choose_norm_config(const NormShape& shape) {
         (groups == 3 * warp || shape.rows >= kLayerOneWarpMinRowsPerSm * sm_count);
     const bool layer_pairs_kept = shape.layer && !layer_one_warp &&
                                   (!shape.whole_groups || groups <= kLayerPairsMaxGroups);
+    const bool layer_add_pairs = shape.layer && shape.adds_residual && pairs_exact &&
+                                 shape.whole_groups && shape.group_elems == 8 &&
+                                 shape.min_blocks_per_sm == 2 &&
+                                 pair_threads >= kLayerAddPairsMinThreads &&
+                                 pair_threads <= kMaxRegisterThreadsPerRow;
     if (fills_gpu && items > 2 && (pairs_exact || layer_pairs_kept) &&
         ((one_block_per_sm && (mid_batch || groups == 2 * kMaxRegisterThreadsPerRow)) ||
-         (shape.layer && layer_mid_batch) || plain_mid)) {
+         (shape.layer && layer_mid_batch) || plain_mid || layer_add_pairs)) {
       items = 2;
     }
     if (fills_gpu && shape.adds_residual && !shape.layer && one_block_per_sm &&
