@@ -9,6 +9,12 @@
 
 namespace fusekit::gpu {
 
+// A registers-path shape the heuristic should pick: N, M -> threads per row x groups per thread.
+struct RegistersCase {
+  int64_t cols, rows;
+  int threads_per_row, items;
+};
+
 // The heuristic's config for `shape` at N = cols, M = rows (bf16 rows, 132 SMs unless `shape`
 // says otherwise), expected on the registers path with these threads per row and groups per
 // thread.

@@ -141,12 +141,6 @@ TEST(NormConfig, FusedAddShapesAtMidBatches) {
   }
 }
 
-// A registers-path shape the heuristic should pick: N, M -> threads per row x groups per thread.
-struct RegistersCase {
-  int64_t cols, rows;
-  int threads_per_row, items;
-};
-
 // Short rows of a power-of-two number of groups under 32 at batches that fill the GPU: eight
 // threads per row (one group per thread where the row has fewer groups), in blocks of rows enough
 // for 256 groups, except RMSNorm's fp8 forms without the add; other rows keep four groups per
@@ -216,82 +210,6 @@ TEST(NormConfig, FusedAddRowsSpanAtLeast128ThreadsAtLargeBatches) {
   }
 }
 
-// LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at mid
-// batches (up to twice the fused add's bound: 528 rows of N = 4096 on 132 SMs) where 256 threads
-// cover the row; longer rows keep four, as do larger batches of LayerNorm alone (its fused add's
-// rows of whole groups keep two: LayerNormFusedAddPairsAtLargeBatches).
-// Each case for LayerNorm with and without the add (bf16, two blocks per SM).
-void expect_layer_norm_shapes(std::initializer_list<RegistersCase> cases,
-                              std::initializer_list<bool> adds = {false, true}) {
-  for (const bool add : adds) {
-    for (const RegistersCase& k : cases) {
-      SCOPED_TRACE("add=" + std::to_string(add));
-      NormShape s;
-      s.layer = true;
-      s.adds_residual = add;
-      s.min_blocks_per_sm = 2;
-      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
-    }
-  }
-}
-
-TEST(NormConfig, LayerNormShapesAtMidBatches) {
-  expect_layer_norm_shapes({{2048, 256, 128, 2}, {4096, 128, 256, 2}, {4096, 256, 256, 2},
-                            {4096, 528, 256, 2}, {2048, 1056, 128, 2}, {8192, 256, 256, 4}});
-  // Past the mid batches LayerNorm alone takes four groups per thread (the fused add: below).
-  expect_layer_norm_shapes({{4096, 529, 128, 4}, {4096, 2048, 128, 4}, {2048, 1057, 64, 4},
-                            {8192, 16384, 256, 4}},
-                           {false});
-}
-
-// LayerNorm's fused add in its two-blocks-per-SM kernels (bf16, one dtype) keeps two groups per
-// thread at every batch that fills the GPU where they cover the row exactly on 64 to 512 threads
-// (whole groups: N = 1024-8192 bf16). Other row lengths, rows off the 16-byte group, LayerNorm
-// alone, fp32 x and the kernels of one block per SM (fp16, mixed dtypes) keep their own rules.
-TEST(NormConfig, LayerNormFusedAddPairsAtLargeBatches) {
-  for (const int64_t rows : {529, 1057, 2048, 4096, 16384, 65536}) {
-    NormShape s;
-    s.layer = true;
-    s.adds_residual = true;
-    s.min_blocks_per_sm = 2;
-    s.whole_groups = true;
-    for (const RegistersCase& k : {RegistersCase{1024, rows, 64, 2},
-                                   RegistersCase{2048, rows, 128, 2},
-                                   RegistersCase{4096, rows, 256, 2},
-                                   RegistersCase{8192, rows, 512, 2},
-                                   RegistersCase{16384, rows, 512, 4}}) {
-      expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
-    }
-    s.rows = rows;
-    s.cols = 5120;  // 640 groups: no pairs cover them
-    EXPECT_NE(choose_norm_config(s).items, 2);
-    s.cols = 4096;
-    s.whole_groups = false;  // rows off the 16-byte group: test_norm_odd_rows.cc's rules
-    s.narrow_accesses = true;
-    EXPECT_NE(choose_norm_config(s).items, 2);
-    if (rows < 2048) continue;  // below: LayerNorm's mid batches, pairs in every kernel
-    s.narrow_accesses = false;
-    s.whole_groups = true;
-    s.adds_residual = false;  // LayerNorm alone
-    expect_registers_shape(s, 2048, rows, 64, 4);
-    expect_registers_shape(s, 8192, rows, 256, 4);
-    s.adds_residual = true;
-    s.min_blocks_per_sm = 1;  // fp16 x, or mixed dtypes
-    expect_registers_shape(s, 2048, rows, 64, 4);
-    expect_registers_shape(s, 4096, rows, 128, 4);
-    s.min_blocks_per_sm = 2;
-    s.group_elems = 4;  // fp32 x: 512 groups at N = 2048
-    expect_registers_shape(s, 2048, rows, 128, 4);
-  }
-  // Below a full GPU the rules of small batches hold: N = 1024 on one group a thread.
-  NormShape s;
-  s.layer = true;
-  s.adds_residual = true;
-  s.min_blocks_per_sm = 2;
-  s.whole_groups = true;
-  expect_registers_shape(s, 1024, 1, 128, 1);
-}
-
 // The fused add (RMSNorm; LayerNorm's where its two-group rule below does not apply) spreads a
 // few rows over up to 512 threads before a thread takes more groups where that covers the row
 // exactly (RMSNorm alone over 128, the fp8 forms and other lengths over 256); large batches are
@@ -340,22 +258,6 @@ TEST(NormConfig, LongerChainsSpreadFewRowsWider) {
       }
     }
   }
-}
-
-// LayerNorm, with or without the add, takes two groups per thread at small batches where 128 to
-// 512 threads cover the row exactly that way (its weight and bias then load beside the row);
-// other lengths, and its fp8-free peers, keep the rules above.
-TEST(NormConfig, LayerNormPairsAtSmallBatches) {
-  expect_layer_norm_shapes({{2048, 1, 128, 2}, {2048, 32, 128, 2}, {4096, 1, 256, 2},
-                            {4096, 32, 256, 2}, {4096, 64, 256, 2}, {8192, 1, 512, 2},
-                            {8192, 64, 512, 2}, {1024, 1, 128, 1}, {16384, 1, 512, 4},
-                            {5120, 1, 256, 4}, {4104, 1, 256, 4}});
-  // RMSNorm keeps its own spread at N = 4096: 128 threads alone, 512 with the add.
-  NormShape rms;
-  expect_registers_shape(rms, 4096, 1, 128, 4);
-  rms.adds_residual = true;
-  rms.min_blocks_per_sm = 1;
-  expect_registers_shape(rms, 4096, 1, 512, 1);
 }
 
 // The fused add's four-group rows in 512-thread blocks (N = 16384 bf16) load their weight at the
@@ -431,35 +333,6 @@ TEST(NormConfig, PlainFormTakesPairsLateAtMidBatches) {
     // Rows that two groups per thread would spread over more than 512 threads.
     const NormConfig wide = expect_registers_shape(s, 16384, 200, 512, 4);
     EXPECT_EQ(wide.trigger_after_writes, add);  // the fused add's weight at the output only
-  }
-}
-
-// LayerNorm's plain form takes the plain kernels up to twice as many rows as SMs and keeps the
-// launch shapes and trigger of its other calls.
-TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
-  for (const bool add : {false, true}) {
-    NormShape s;  // 132 SMs, bf16
-    s.layer = true;
-    s.adds_residual = add;
-    s.min_blocks_per_sm = 2;
-    s.whole_groups = true;
-    s.outputs_apart = true;
-    for (const int64_t rows : {1, 32, 128, 264, 265, 2048}) {
-      for (const int64_t cols : {2048, 4096, 8192}) {
-        s.rows = rows;
-        s.cols = cols;
-        s.plain_form = false;
-        const NormConfig other = choose_norm_config(s);
-        s.plain_form = true;
-        const NormConfig plain = choose_norm_config(s);
-        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " " + plain.to_string());
-        EXPECT_EQ(plain.threads_per_row, other.threads_per_row);
-        EXPECT_EQ(plain.items, other.items);
-        EXPECT_EQ(plain.trigger_after_writes, other.trigger_after_writes);
-        EXPECT_EQ(plain.plain, rows <= 264);
-        EXPECT_FALSE(other.plain);
-      }
-    }
   }
 }
 
