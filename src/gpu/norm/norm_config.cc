@@ -77,11 +77,12 @@ constexpr int64_t kLayerMidSmGroups = 2 * kMidSmGroups;
 // LayerNorm's fused add in its kernels of two 512-thread blocks an SM (bf16, every tensor one
 // dtype: norm_min_blocks_per_sm) at every batch that fills the GPU, not only its mid batches:
 // two groups per thread where they cover the row exactly on 64 to kMaxRegisterThreadsPerRow
-// threads (whole groups at 16-byte accesses: N = 1024-8192 bf16). Cold L2 on an H200 (bench/NOTES.md, "Norm v49"), time at two
-// groups against four: fused_add_layer_norm [16384, 1024] 0.94x, [16384, 2048] 0.97x (0.97-0.98x
-// in three sweeps), [16384, 8192] 0.98x, [4096, 1024-4096] 0.96-0.98x, [65536, 1024 / 2048]
-// 0.99x, [16384 / 65536, 4096] 0.99 / 1.00x. LayerNorm alone keeps four (its two-group rows were
-// not among the best launches at M = 16384); the fused add's other dtypes, not measured, too.
+// threads (whole groups at 16-byte accesses: N = 1024-8192 bf16). Cold L2 on an H200
+// (bench/NOTES.md, "Norm v49"), time at two groups against four: fused_add_layer_norm
+// [16384, 1024] 0.94x, [16384, 2048] 0.97x (0.97-0.98x in three sweeps), [16384, 8192] 0.98x,
+// [4096, 1024-4096] 0.96-0.98x, [65536, 1024 / 2048] 0.99x, [16384 / 65536, 4096] 0.99 / 1.00x.
+// LayerNorm alone keeps four (its two-group rows were not among the best launches at
+// M = 16384); the fused add's other dtypes, not measured, keep theirs too.
 constexpr int kLayerAddPairsMinThreads = 64;
 // LayerNorm's rows of at most this many groups (N = 2048 bf16) keep those pairs where the rows
 // are not a power of two in groups (the next rule): there three or four groups a thread measured
