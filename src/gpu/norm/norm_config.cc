@@ -400,9 +400,9 @@ NormConfig choose_norm_config(const NormShape& shape) {
       while (items > 1 && groups / items < kFusedAddMinThreadsPerRow) items /= 2;
     }
     // Rows of 65-127 whole groups (N = 520-1016 bf16, such as 896 and 960; LayerNorm's 640 and
-    // 768 too) in the forms with fixed thread counts, at batches that fill the GPU up to kOneGroupMaxRowsPerSm
-    // rows an SM (LayerNorm's kLayerOneGroupMaxRowsPerSm): one group a thread on 128 threads,
-    // one row a block, in the kernel that tests each thread's only group
+    // 768 too) in the forms with fixed thread counts, at batches that fill the GPU up to
+    // kOneGroupMaxRowsPerSm rows an SM (LayerNorm's kLayerOneGroupMaxRowsPerSm): one group a
+    // thread on 128 threads, one row a block, in the kernel that tests each thread's only group
     // (one_group_last_partial), whose few registers hold up to sixteen such rows an SM. RMSNorm's
     // rows that three or five groups a thread cover exactly (640: 16 x 5, 768: 32 x 3) keep
     // those.
