@@ -375,6 +375,20 @@ FUSEKIT_DEVICE void opaque_register(uint32_t& v) {
 #endif
 }
 
+// A point that the machine-code scheduler keeps the warp's memory accesses on their side of, for
+// kernels whose loads must be issued where the source puts them. Under a tight register cap ptxas
+// moves a load down to just before its first use, which shortens the registers' lifetime but
+// exposes the load's latency (the quantizing gated activations' loads of the next group, issued
+// before this group's math: bench/NOTES.md, "fp8 act_and_mul: warp tiles"). On CUDA it is a
+// warp barrier over the full mask, which every lane of the warp must reach, and which orders the
+// warp's memory accesses: one instruction. On HIP it is nothing (AMD's scheduler was not looked
+// at for this).
+FUSEKIT_DEVICE void issue_memory_accesses_here() {
+#if !FUSEKIT_PLATFORM_HIP
+  __syncwarp();
+#endif
+}
+
 // a * b, rounded on its own: never fused with an add that uses it into one fma. The compiler
 // otherwise decides per kernel whether to fuse (a product that goes through a select is not
 // fused, one that goes straight into an add is), so sums of products would round differently in

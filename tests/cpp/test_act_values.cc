@@ -339,13 +339,21 @@ TEST(ActQuantLaunchShapes, EveryKernelBuildWritesTheCpuBits) {
     DType dtype;
     int64_t cols;
     ActLayout layout;
+    bool misaligned;  // the input one element past a 16-byte boundary (odd rows always are)
   };
   // 20000 bf16 and 16000 float32: past the compact block; 40003: past 1024 threads x 32 elements.
+  // The one-block kernel takes the row in warp tiles of 4 x 32 16-byte groups: 8192 bf16 and fp16
+  // is whole tiles only, aligned and not; 5000 and 20000 end in a part of a tile; odd rows in a
+  // partial group.
   const RowKind kinds[] = {
-      {DType::kBFloat16, 769, ActLayout::kFused},       {DType::kBFloat16, 5000, ActLayout::kFused},
-      {DType::kFloat16, 8192, ActLayout::kSplitHalves}, {DType::kBFloat16, 20000, ActLayout::kFused},
-      {DType::kFloat32, 5125, ActLayout::kSplitSeparate}, {DType::kFloat32, 16000, ActLayout::kFused},
-      {DType::kBFloat16, 40003, ActLayout::kSplitHalves},
+      {DType::kBFloat16, 769, ActLayout::kFused, true},
+      {DType::kBFloat16, 5000, ActLayout::kFused, false},
+      {DType::kFloat16, 8192, ActLayout::kSplitHalves, false},
+      {DType::kBFloat16, 8192, ActLayout::kFused, true},
+      {DType::kBFloat16, 20000, ActLayout::kFused, false},
+      {DType::kFloat32, 5125, ActLayout::kSplitSeparate, true},
+      {DType::kFloat32, 16000, ActLayout::kFused, false},
+      {DType::kBFloat16, 40003, ActLayout::kSplitHalves, true},
   };
   const Activation acts[] = {Activation::kSilu, Activation::kGeluTanh, Activation::kGelu};
   int compact_runs = 0, wide_runs = 0, two_pass_runs = 0, cluster_runs = 0;
@@ -361,8 +369,8 @@ TEST(ActQuantLaunchShapes, EveryKernelBuildWritesTheCpuBits) {
       c.rows = 5;
       c.cols = kind.cols;
       c.format = seed % 2 == 0 ? Fp8Format::kE4M3FN : Fp8Format::kE4M3FNUZ;
-      c.in_pad = kind.cols % 2 == 1 ? 3 : 0;
-      c.in_offset = kind.cols % 2 == 1 ? 1 : 0;
+      c.in_pad = kind.misaligned ? 3 : 0;
+      c.in_offset = kind.misaligned ? 1 : 0;
       c.out_pad = 1;
       c.seed = seed++;
       SCOPED_TRACE(c.name() + ", " + v.name);

@@ -20,8 +20,9 @@
 // (act_quant_cluster_kernel): each block holds its slice of y in registers, and the blocks'
 // maxima meet through distributed shared memory, so a decode step spreads its math over several
 // SMs instead of one. Otherwise act_quant_kernel gives each row a block: every thread computes y
-// for kItems groups (act_quant_items: 32 elements), the next group's loads in flight during each
-// group's math, keeps y in shared memory through the block-wide max (QuantStaging), then scales,
+// for kItems groups (act_quant_items: 32 elements) of its warp's tile of the row, at fixed offsets
+// from its first (quant_staged_values), the next group's loads in flight during each group's
+// math, keeps y in shared memory through the block-wide max (QuantStaging), then scales,
 // converts and writes, reading the inputs once. Rows longer than that in a 1024-thread block, or
 // than the block's shared memory holds, take the two-pass variant (kItems = 0: max first, then
 // recompute y and write), reading the inputs twice, the second time mostly from L2. The row max
@@ -360,6 +361,76 @@ FUSEKIT_DEVICE void quant_group_store(const ActKernelArgs& a, uint8_t* out, Inde
   store_packed<uint8_t, K::kGroup, K::kLoad>(out, col, n, q);
 }
 
+// The staged kernel's y for one thread of a row: kItems groups, `step` elements apart from
+// `first`. The kernel gives aligned rows in warp tiles: kItems * kWarp consecutive groups a warp,
+// of which item i of every lane is one contiguous run (step = kWarp * G), so each access of the
+// warp is coalesced and a thread's items lie at fixed offsets from its first group: immediate
+// offsets in the loads and stores, no address arithmetic per item (bench/NOTES.md, "fp8
+// act_and_mul: warp tiles"). Item i + 1's loads are issued before item i's math (two items'
+// inputs in registers at most; held there by issue_memory_accesses_here, platform.h, where no
+// branch holds them, which needs the whole warp); each item's y goes to the thread's own slots of
+// `staging`, and the return value is their max |y|. kWhole: every item is a whole, 16-byte aligned
+// group of the row, so nothing is checked and each is one vector access; otherwise items past the
+// row are skipped and a partial last group reads zeros past it.
+template <class K, int kItems, bool kWhole>
+FUSEKIT_DEVICE float quant_staged_values(const typename K::T* gate, const typename K::T* up,
+                                         int first, int step, int cols,
+                                         const QuantStaging<K::kGroup>& staging) {
+  using T = typename K::T;
+  constexpr int G = K::kGroup;
+  static_assert(!kWhole || K::kLoad == G, "unchecked items are aligned groups");
+  Packed<T, G> g[2], u[2];
+  auto fetch = [&](int i) {
+    const int col = first + i * step;
+    if constexpr (kWhole) {
+      g[i % 2].load(gate + col);
+      u[i % 2].load(up + col);
+    } else if (col < cols) {
+      g[i % 2] = load_group<T, G, K::kLoad>(gate, col, cols);
+      u[i % 2] = load_group<T, G, K::kLoad>(up, col, cols);
+    }
+  };
+  fetch(0);
+  float max_abs = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (i + 1 < kItems) fetch(i + 1);
+    // Loads with no branch around them (loads in branches stay where they are). Every lane of
+    // the warp comes here.
+    if constexpr (kWhole) issue_memory_accesses_here();
+    if (kWhole || first + i * step < cols) {
+      float y[G];
+      group_values<K, detail::Fp8Ops>(g[i % 2], u[i % 2], y);
+#pragma unroll
+      for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
+      staging.put(i, y);
+    }
+  }
+  return max_abs;
+}
+
+// The codes of quant_staged_values' groups, from `staging`, scaled by `inverse`.
+template <class K, class Format, int kItems, bool kWhole>
+FUSEKIT_DEVICE void quant_staged_store(const ActKernelArgs& a, uint8_t* out, int first, int step,
+                                       int cols, const QuantStaging<K::kGroup>& staging,
+                                       float inverse) {
+  constexpr int G = K::kGroup;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const int col = first + i * step;
+    if (kWhole || col < cols) {
+      float y[G];
+      staging.get(i, y);
+      const Packed<uint8_t, G> q = quantize_group<Format>(y, inverse, a.fp8);
+      if constexpr (kWhole) {
+        q.store(out + col);
+      } else {
+        store_packed<uint8_t, G, K::kLoad>(out, col, cols, q);
+      }
+    }
+  }
+}
+
 // Blocks of an act_quant_kernel build that must fit an SM at once: the compact build caps its
 // registers so that kActQuantCompactBlocksPerSm do (act_config.cc says why).
 constexpr int quant_min_blocks_per_sm(int max_threads) {
@@ -409,44 +480,33 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
         // The row fits kMaxThreads * kItems groups here (the config's promise), so its columns
         // are 32-bit: fewer registers.
         const int cols = static_cast<int>(n);
-        const int first = static_cast<int>(threadIdx.x) * G;
-        const int step = static_cast<int>(blockDim.x) * G;
-        QuantStaging<G> staging{act_quant_staging, static_cast<int>(threadIdx.x),
-                                static_cast<int>(blockDim.x)};
-        // Item i's loads are issued before item i - 1's math (two items' inputs in registers
-        // at most), and each item's y goes to this thread's own slots in shared memory.
-        Packed<T, G> g[2], u[2];
-        if (first < cols) {
-          g[0] = load_group<T, G, K::kLoad>(gate, first, cols);
-          u[0] = load_group<T, G, K::kLoad>(up, first, cols);
-        }
-#pragma unroll
-        for (int i = 0; i < kItems; ++i) {
-          const int col = first + i * step;
-          const int next = col + step;
-          if (i + 1 < kItems && next < cols) {
-            g[(i + 1) % 2] = load_group<T, G, K::kLoad>(gate, next, cols);
-            u[(i + 1) % 2] = load_group<T, G, K::kLoad>(up, next, cols);
-          }
-          if (col < cols) {
-            float y[G];
-            group_values<K, detail::Fp8Ops>(g[i % 2], u[i % 2], y);
-#pragma unroll
-            for (int e = 0; e < G; ++e) max_abs = detail::max_abs_accumulate(max_abs, y[e]);
-            staging.put(i, y);
-          }
-        }
+        // Rows of 16-byte aligned groups go in warp tiles, whose items are kWarp * G elements
+        // apart (quant_staged_values); rows off that alignment keep the block's threads side by
+        // side in each item, and the checked path throughout: in warp tiles they spilled
+        // registers and ran 1.13-1.26x the time.
+        constexpr bool kAligned = K::kLoad == G;
+        const int lane = static_cast<int>(threadIdx.x) % kWarp;
+        const int warp = static_cast<int>(threadIdx.x) / kWarp;
+        const int first = kAligned ? (warp * kItems * kWarp + lane) * G
+                                   : static_cast<int>(threadIdx.x) * G;
+        const int step = kAligned ? kWarp * G : static_cast<int>(blockDim.x) * G;
+        const QuantStaging<G> staging{act_quant_staging, static_cast<int>(threadIdx.x),
+                                      static_cast<int>(blockDim.x)};
+        // Uniform in the warp: whether its tile lies in the row's whole groups.
+        const bool whole = kAligned && (warp + 1) * kItems * kWarp * G <= cols - cols % G;
+        max_abs = whole ? quant_staged_values<K, kItems, kAligned>(gate, up, first, step, cols,
+                                                                   staging)
+                        : quant_staged_values<K, kItems, false>(gate, up, first, step, cols,
+                                                                staging);
         max_abs = block_magnitude_max<kWarp, kMaxWarps>(max_abs, scratch);
         const float scale = quant_row_scale<Format>(a, max_abs);
         const float inverse = detail::fp8_inverse_row_scale(scale);
-#pragma unroll
-        for (int i = 0; i < kItems; ++i) {
-          const int col = first + i * step;
-          if (col < cols) {
-            float y[G];
-            staging.get(i, y);
-            quant_group_store<K, Format>(a, out, col, cols, y, inverse);
-          }
+        if (whole) {
+          quant_staged_store<K, Format, kItems, kAligned>(a, out, first, step, cols, staging,
+                                                          inverse);
+        } else {
+          quant_staged_store<K, Format, kItems, false>(a, out, first, step, cols, staging,
+                                                       inverse);
         }
         if (threadIdx.x == 0) a.scale[row] = scale;
       }
