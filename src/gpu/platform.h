@@ -381,8 +381,10 @@ FUSEKIT_DEVICE void opaque_register(uint32_t& v) {
 // exposes the load's latency (the quantizing gated activations' loads of the next group, issued
 // before this group's math: bench/NOTES.md, "fp8 act_and_mul: warp tiles"). On CUDA it is a
 // warp barrier over the full mask, which every lane of the warp must reach, and which orders the
-// warp's memory accesses: one instruction. On HIP it is nothing (AMD's scheduler was not looked
-// at for this).
+// warp's memory accesses: one instruction. It pins memory accesses only, not arithmetic: it
+// holds the loads where the code after it also touches memory (the staged kernel's stores of y
+// to shared memory); before math alone, ptxas moves the math above it instead. On HIP it is
+// nothing (AMD's scheduler was not looked at for this).
 FUSEKIT_DEVICE void issue_memory_accesses_here() {
 #if !FUSEKIT_PLATFORM_HIP
   __syncwarp();
