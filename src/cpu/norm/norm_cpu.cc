@@ -13,8 +13,8 @@
 // scales are those of quantizing the plain op's float32 values.
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
-#include <vector>
 
 #include "core/dtype_dispatch.h"
 #include "core/fp8.h"
@@ -207,28 +207,49 @@ void quantize_row(const NormProblem& p, int64_t row, float* y, float static_inve
   for_this_cpu([&] { quantize_row_codes<F>(y, n, inverse, out); });
 }
 
-// The call's weight (plus its offset) and bias as float32, converted once for every row.
-struct RowConstants {
-  std::vector<float> weight;  // empty: no weight
-  std::vector<float> bias;    // empty: no bias
-
+// The call's weight (plus its offset) and bias as float32, for every row: the caller's own arrays
+// where they already are that (float32, and an offset of -0, which leaves every weight as it is),
+// else converted once, in the build of the row loops (for_this_cpu) and into uninitialized
+// storage. At M = 1 the conversion is as much work as the row: done element by element in the
+// baseline build, into zero-filled vectors, it took LayerNorm's bf16 decode step from 5.3 to
+// 9.9 us at N = 4096 (bench/NOTES.md, "The CPU backend: the weight and bias at small batches").
+class RowConstants {
+ public:
   explicit RowConstants(const NormProblem& p) {
     const int64_t n = p.cols;
+    const bool keeps_weight = p.weight_offset == 0.0f && std::signbit(p.weight_offset);
+    const bool float_params = p.weight_dtype == DType::kFloat32;
+    const int64_t converted = (p.weight != nullptr && !(float_params && keeps_weight) ? n : 0) +
+                              (p.bias != nullptr && !float_params ? n : 0);
+    if (converted > 0) storage_.reset(new float[static_cast<size_t>(converted)]);
+    float* next = storage_.get();
     dispatch_float_dtype(p.weight_dtype, [&](auto w_tag) {
       using TW = typename decltype(w_tag)::type;
-      if (p.weight != nullptr) {
-        weight.resize(static_cast<size_t>(n));
-        widen_row(static_cast<const TW*>(p.weight), weight.data(), n);
-        for (float& w : weight) w += p.weight_offset;
-      }
-      if (p.bias != nullptr) {
-        bias.resize(static_cast<size_t>(n));
-        widen_row(static_cast<const TW*>(p.bias), bias.data(), n);
-      }
+      const auto as_float = [&](const void* src, bool offset) -> const float* {
+        if (src == nullptr) return nullptr;
+        if (float_params && !offset) return static_cast<const float*>(src);
+        float* dst = next;
+        next += n;
+        const float add = p.weight_offset;
+        for_this_cpu([&] {
+          widen_row(static_cast<const TW*>(src), dst, n);
+          if (offset) {
+            for (int64_t j = 0; j < n; ++j) dst[j] += add;
+          }
+        });
+        return dst;
+      };
+      weight_ = as_float(p.weight, !keeps_weight);
+      bias_ = as_float(p.bias, false);
     });
   }
-  const float* weight_or_null() const { return weight.empty() ? nullptr : weight.data(); }
-  const float* bias_or_null() const { return bias.empty() ? nullptr : bias.data(); }
+  const float* weight_or_null() const { return weight_; }
+  const float* bias_or_null() const { return bias_; }
+
+ private:
+  std::unique_ptr<float[]> storage_;
+  const float* weight_ = nullptr;
+  const float* bias_ = nullptr;
 };
 
 using LoadRow = void (*)(const NormProblem&, int64_t, float*);
@@ -253,20 +274,23 @@ void norm_rows(const NormProblem& p, const RowStages& stages) {
   const RowConstants constants(p);
   const float* weight = constants.weight_or_null();
   const float* bias = constants.bias_or_null();
+  const bool uses_buffer =
+      stages.load != nullptr || stages.quantize != nullptr || p.weight_after_cast;
 
 #if defined(_OPENMP)
 #pragma omp parallel if (cpu_parallel_worthwhile(p.rows, p.rows * n))
 #endif
   {
-    std::vector<float> h(static_cast<size_t>(n));
+    // The row's float32 buffer, where a stage uses one (each writes it before reading it).
+    const std::unique_ptr<float[]> h(uses_buffer ? new float[static_cast<size_t>(n)] : nullptr);
 #if defined(_OPENMP)
 #pragma omp for schedule(static)
 #endif
     for (int64_t row = 0; row < p.rows; ++row) {
-      if (stages.load != nullptr) stages.load(p, row, h.data());
-      const RowStatistics s = stages.statistics(p, row, h.data());
-      stages.write(p, row, h.data(), s, weight, bias);
-      if (stages.quantize != nullptr) stages.quantize(p, row, h.data(), static_inverse);
+      if (stages.load != nullptr) stages.load(p, row, h.get());
+      const RowStatistics s = stages.statistics(p, row, h.get());
+      stages.write(p, row, h.get(), s, weight, bias);
+      if (stages.quantize != nullptr) stages.quantize(p, row, h.get(), static_inverse);
       if (p.rstd != nullptr) p.rstd[row] = s.rstd;
       if (p.mean != nullptr) p.mean[row] = s.mean;
     }
