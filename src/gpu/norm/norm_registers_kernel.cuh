@@ -20,7 +20,8 @@ namespace fusekit::gpu {
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
 template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
-          bool kHoldAffine, class Reduce, class ReduceMax, class Moments, class MaxRule>
+          bool kHoldAffine, bool kAffineAtOnce, class Reduce, class ReduceMax, class Moments,
+          class MaxRule>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, const Moments& moments,
@@ -40,7 +41,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // mid-batch shapes, whose time is latency), or at any count where kHoldAffine (the kernels of
   // shared rows, built for one block per SM: see norm_registers_kernel). Else LayerNorm loads
   // them after its reductions (affine), keeping the registers for occupancy (bf16 x with fp32
-  // affine at two groups spills otherwise).
+  // affine at two groups spills otherwise): group by group, or where kAffineAtOnce (LayerNorm
+  // alone, fixed thread counts: norm_registers_kernel) every group's at the first group's outputs.
   constexpr bool kEarlyWeight =
       K::kLayer ? kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4 || kHoldAffine
                 : !kWeightAtOutput;
@@ -48,7 +50,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
   Packed<TW, G> w[kItems];
-  [[maybe_unused]] Packed<TW, G> b[K::kLayer && kEarlyWeight ? kItems : 1];
+  constexpr bool kLateAtOnce = kAffineAtOnce && !kEarlyWeight;
+  [[maybe_unused]] Packed<TW, G> b[K::kLayer && (kEarlyWeight || kLateAtOnce) ? kItems : 1];
   const TX* x_row = static_cast<const TX*>(a.x) + row_offset<K, RowTensor::kX>(a, row);
   const TR* r_row = static_cast<const TR*>(a.residual) +
                       row_offset<K, RowTensor::kResidual>(a, row);
@@ -97,14 +100,30 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     // Late (LayerNorm at four groups, the fused add with kWeightAtOutput): from cache, as every
     // row reads them, with registers kept for occupancy while the row stays in registers across
     // its reductions.
-    if constexpr (!kEarlyWeight) w[i] = weight_item(i, col);
+    if constexpr (kLateAtOnce) {
+      // Every group's weight and bias before any output is stored. Group by group, each group's
+      // loads wait for the previous group's store (out may alias them, as far as ptxas knows):
+      // kItems round trips to cache on a row's path.
+      if (i == 0) {
+#pragma unroll
+        for (int j = 0; j < kItems; ++j) {
+          const int col_j = first_col + (t + j * tpr) * G;
+          if (item_in_row<kFit, kItems>(j, items, col_j, n)) {
+            w[j] = weight_item(j, col_j);
+            b[j] = bias_item(j, col_j);
+          }
+        }
+      }
+    } else if constexpr (!kEarlyWeight) {
+      w[i] = weight_item(i, col);
+    }
     to_floats(w[i], wv);
     if constexpr (!kPlain) {
 #pragma unroll
       for (int e = 0; e < G; ++e) wv[e] += weight_offset;
     }
     if constexpr (K::kLayer) {
-      if constexpr (kEarlyWeight) {
+      if constexpr (kEarlyWeight || kLateAtOnce) {
         to_floats(b[i], bv);
       } else {
         to_floats(bias_item(i, col), bv);
@@ -255,9 +274,15 @@ __global__ void __launch_bounds__(K::kMaxThreads,
     const int part_threads = tpr >> parts_log2;
     weight_shift = part * part_threads - (t & ~(part_threads - 1));
   }
+  // LayerNorm alone in its fixed-thread kernels of up to 256 threads loads a row's late weight
+  // and bias at once (normalize_row_slice): 0.93-0.99x the time at N = 2048-8192 (bench/NOTES.md,
+  // "Norm v50"). They stay at 64 registers or fewer, unspilled, where the other kernels spilled
+  // with it (up to 544 bytes) or, the fused add in fp16, took 91 registers for 68; at 512 threads
+  // (N = 16384 bf16, a row's weight and bias 64 KB, all asked for at once) it was 1.02-1.05x.
+  constexpr bool kAffineAtOnce = K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256;
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
-                        kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>>(
+                        kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce>(
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };
