@@ -218,17 +218,19 @@ class RowConstants {
  public:
   explicit RowConstants(const NormProblem& p) {
     const int64_t n = p.cols;
-    const bool keeps_weight = p.weight_offset == 0.0f && std::signbit(p.weight_offset);
     const bool float_params = p.weight_dtype == DType::kFloat32;
-    const int64_t converted = (p.weight != nullptr && !(float_params && keeps_weight) ? n : 0) +
-                              (p.bias != nullptr && !float_params ? n : 0);
-    if (converted > 0) storage_.reset(new float[static_cast<size_t>(converted)]);
+    const bool adds_offset = !(p.weight_offset == 0.0f && std::signbit(p.weight_offset));
+    // Whether src (the weight where `offset`) needs a float32 copy.
+    const auto copied = [&](const void* src, bool offset) {
+      return src != nullptr && !(float_params && !offset);
+    };
+    const int64_t copies = copied(p.weight, adds_offset) + copied(p.bias, false);
+    if (copies > 0) storage_.reset(new float[static_cast<size_t>(copies * n)]);
     float* next = storage_.get();
     dispatch_float_dtype(p.weight_dtype, [&](auto w_tag) {
       using TW = typename decltype(w_tag)::type;
       const auto as_float = [&](const void* src, bool offset) -> const float* {
-        if (src == nullptr) return nullptr;
-        if (float_params && !offset) return static_cast<const float*>(src);
+        if (!copied(src, offset)) return static_cast<const float*>(src);  // float32, or null
         float* dst = next;
         next += n;
         const float add = p.weight_offset;
@@ -240,7 +242,7 @@ class RowConstants {
         });
         return dst;
       };
-      weight_ = as_float(p.weight, !keeps_weight);
+      weight_ = as_float(p.weight, adds_offset);
       bias_ = as_float(p.bias, false);
     });
   }
