@@ -102,8 +102,8 @@ TEST(NormConfig, LayerNormPairsAtSmallBatches) {
   expect_registers_shape(rms, 4096, 1, 512, 1);
 }
 
-// LayerNorm's plain form takes the plain kernels up to twice as many rows as SMs and keeps the
-// launch shapes and trigger of its other calls.
+// LayerNorm's plain form keeps the launch shapes and trigger of its other calls and takes the
+// plain kernels: at every batch alone, up to twice as many rows as SMs with the fused add.
 TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
   for (const bool add : {false, true}) {
     NormShape s;  // 132 SMs, bf16
@@ -112,8 +112,8 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
     s.min_blocks_per_sm = 2;
     s.whole_groups = true;
     s.outputs_apart = true;
-    for (const int64_t rows : {1, 32, 128, 264, 265, 2048}) {
-      for (const int64_t cols : {2048, 4096, 8192}) {
+    for (const int64_t rows : {1, 32, 128, 264, 265, 2048, 65536}) {
+      for (const int64_t cols : {2048, 4096, 8192, 16384}) {
         s.rows = rows;
         s.cols = cols;
         s.plain_form = false;
@@ -124,7 +124,7 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
         EXPECT_EQ(plain.threads_per_row, other.threads_per_row);
         EXPECT_EQ(plain.items, other.items);
         EXPECT_EQ(plain.trigger_after_writes, other.trigger_after_writes);
-        EXPECT_EQ(plain.plain, rows <= 264);
+        EXPECT_EQ(plain.plain, !add || rows <= 264);
         EXPECT_FALSE(other.plain);
       }
     }
