@@ -129,6 +129,17 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
       }
     }
   }
+  // LayerNorm alone's one-group rows (N = 768: 96 groups, one a thread on 128 threads) keep the
+  // bound of twice as many rows as SMs.
+  NormShape one_group;
+  one_group.layer = true;
+  one_group.min_blocks_per_sm = 2;
+  one_group.whole_groups = true;
+  one_group.outputs_apart = true;
+  one_group.fixed_threads_built = true;
+  one_group.plain_form = true;
+  EXPECT_TRUE(expect_registers_shape(one_group, 768, 264, 128, 1).plain);
+  EXPECT_FALSE(expect_registers_shape(one_group, 768, 1056, 128, 1).plain);
 }
 
 }  // namespace

@@ -508,8 +508,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // "Norm v51"): N = 16384 0.92-0.96x the time at M >= 512, N = 2048 0.97-0.99x at M >= 16384,
     // N = 4096 0.98-1.00x, N = 8192 1.00-1.01x. RMSNorm and the fused adds measured level to
     // 1.05x slower there and keep the bound.
-    const bool layer_alone = shape.layer && !shape.adds_residual && !one_group_rows;
-    c.plain = shape.plain_form && (shape.rows <= 2 * sm_count || layer_alone);
+    const bool layer_plain_every_batch = shape.layer && !shape.adds_residual && !one_group_rows;
+    c.plain = shape.plain_form && (shape.rows <= 2 * sm_count || layer_plain_every_batch);
     if (!one_group_rows) take_split_rows(shape, &c);
     return c;
   }
