@@ -124,7 +124,8 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
         EXPECT_EQ(plain.threads_per_row, other.threads_per_row);
         EXPECT_EQ(plain.items, other.items);
         EXPECT_EQ(plain.trigger_after_writes, other.trigger_after_writes);
-        EXPECT_EQ(plain.plain, !add || rows <= 264);
+        // The fused add's plain kernels past 2 x SMs rows only on 512 threads x 4 groups.
+        EXPECT_EQ(plain.plain, !add || rows <= 264 || cols == 16384);
         EXPECT_FALSE(other.plain);
       }
     }

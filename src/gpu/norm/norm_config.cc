@@ -500,15 +500,19 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
-    // The plain kernels up to twice as many rows as SMs, and LayerNorm alone's at every batch
-    // (but its one-group rows, not measured so): where its weight and bias come after the
-    // reductions group by group (512 threads), the general kernel's extra work (the weight
-    // offset, the fills of an absent weight or bias, the stats' checks, two tails) lies on each
-    // row's path between a group's store and the next group's loads. On an H200 (bench/NOTES.md,
-    // "Norm v51"): N = 16384 0.92-0.96x the time at M >= 512, N = 2048 0.97-0.99x at M >= 16384,
-    // N = 4096 0.98-1.00x, N = 8192 1.00-1.01x. RMSNorm and the fused adds measured level to
-    // 1.05x slower there and keep the bound.
-    const bool layer_plain_every_batch = shape.layer && !shape.adds_residual && !one_group_rows;
+    // The plain kernels up to twice as many rows as SMs, and LayerNorm's at every batch: alone
+    // (but its one-group rows, not measured so), and fused with the add on rows of 512 threads x
+    // four groups. Where the weight and bias come after the reductions group by group (512
+    // threads), the general kernel's extra work (the weight offset, the fills of an absent weight
+    // or bias, the stats' checks, two tails) lies on each row's path between a group's store and
+    // the next group's loads. On an H200 (bench/NOTES.md, "Norm v51", "Norm v52"): LayerNorm
+    // alone N = 16384 0.92-0.96x the time at M >= 512, N = 2048 0.97-0.99x at M >= 16384, N =
+    // 4096 0.98-1.00x, N = 8192 1.00-1.01x; the fused add N = 16384 0.98-0.995x (its other
+    // shapes level to 1.04x slower). RMSNorm measured level to 1.05x slower and keeps the bound.
+    const bool layer_plain_every_batch =
+        shape.layer && (shape.adds_residual
+                            ? c.threads_per_row == kNormMaxThreads && c.items == kNormMaxItems
+                            : !one_group_rows);
     c.plain = shape.plain_form && (shape.rows <= 2 * sm_count || layer_plain_every_batch);
     if (!one_group_rows) take_split_rows(shape, &c);
     return c;
