@@ -506,9 +506,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // threads), the general kernel's extra work (the weight offset, the fills of an absent weight
     // or bias, the stats' checks, two tails) lies on each row's path between a group's store and
     // the next group's loads. On an H200 (bench/NOTES.md, "Norm v51", "Norm v52"): LayerNorm
-    // alone N = 16384 0.92-0.96x the time at M >= 512, N = 2048 0.97-0.99x at M >= 16384, N =
-    // 4096 0.98-1.00x, N = 8192 1.00-1.01x; the fused add N = 16384 0.98-0.995x (its other
-    // shapes level to 1.04x slower). RMSNorm measured level to 1.05x slower and keeps the bound.
+    // alone N = 16384 0.92-0.97x the time at M >= 512, N = 2048 0.96-1.00x, N = 4096 0.98-1.02x,
+    // N = 8192 0.99-1.03x by machine; the fused add N = 16384 0.96-1.00x in bf16, 0.97-0.98x in
+    // fp16 (its other shapes level to 1.04x slower). RMSNorm measured level to 1.05x slower and
+    // keeps the bound.
     const bool layer_plain_every_batch =
         shape.layer && (shape.adds_residual
                             ? c.threads_per_row == kNormMaxThreads && c.items == kNormMaxItems
