@@ -30,6 +30,14 @@ def _two_gpu_reason() -> str | None:
 
 pytestmark = pytest.mark.skipif(_two_gpu_reason() is not None, reason=_two_gpu_reason() or "")
 
+
+@pytest.fixture(autouse=True)
+def _restore_current_gpu():
+    """These tests change the current GPU; the tests after them start from the one they had."""
+    current = torch.cuda.current_device()
+    yield
+    torch.cuda.set_device(current)
+
 # (M, N): a filling batch, odd rows of a narrow vector, a tall batch of long rows, and rows long
 # enough for thread-block clusters (one row, and a few) where the GPU has them.
 SHAPES = [(257, 4096), (3, 5125), (2048, 8192), (1, 262144), (4, 32768)]
