@@ -107,6 +107,14 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
     configs.push_back(c);
   };
   add(heuristic);
+  // Where the heuristic takes the plain kernels, its config in the general form too (labelled
+  // "general"): what the plain kernels are worth at the same launch.
+  const bool general_twin = heuristic.path == NormConfig::Path::kRegisters && heuristic.plain;
+  if (general_twin) {
+    NormConfig general = heuristic;
+    general.plain = false;
+    configs.push_back(general);
+  }
   NormConfig c;
   // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the row
   // exactly (gpu::kNormOddItemCounts), on as many threads as that takes, in blocks of one row (at
@@ -197,7 +205,8 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
     for (int pdl = 0; pdl <= last_pdl; ++pdl) {
       const NormConfig config = configs[i];
       SweepVariant v;
-      v.label = config.to_string() + " pdl=" + std::to_string(pdl) + (i == 0 ? " *" : "");
+      v.label = config.to_string() + " pdl=" + std::to_string(pdl) +
+                (general_twin && i == 1 ? " general" : "") + (i == 0 ? " *" : "");
       v.call = [p, config, pdl](Stream stream) {
         gpu::NormLaunchOverrides o;
         o.config = &config;
