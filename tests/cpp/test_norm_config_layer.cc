@@ -113,7 +113,9 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
     s.whole_groups = true;
     s.outputs_apart = true;
     for (const int64_t rows : {1, 32, 128, 264, 265, 2048, 65536}) {
-      for (const int64_t cols : {2048, 4096, 8192, 16384}) {
+      // Rows of 2^k groups, and of three or five groups a thread (1536 = 64 x 3, 3072, 5120 =
+      // 128 x 5, 6144, 12288 = 512 x 3), whose plain kernels LayerNorm alone has too.
+      for (const int64_t cols : {2048, 4096, 8192, 16384, 1536, 3072, 5120, 6144, 12288}) {
         s.rows = rows;
         s.cols = cols;
         s.plain_form = false;

@@ -131,129 +131,142 @@ INSTANTIATE_TEST_SUITE_P(
 // must the choices that only move loads or the next launch (NormConfig::weight_at_output,
 // trigger_after_writes) or share a row's outputs among blocks (output_parts), and with each the
 // plain kernels (a weight and nothing else: NormConfig::plain, where built) against the general
-// ones (rstd asked for).
-TEST(NormLaunchShapes, GroupsPerThreadDoNotChangeResults) {
+// ones (rstd asked for). One form and dtype a test, so that a sanitizer's runs, a process per
+// test, spread them over the GPU (scripts/sanitize_tests.sh): LayerNorm or not, the fused add or
+// not, the dtype.
+using LaunchShapeParam = std::tuple<bool, bool, DType>;
+
+class NormLaunchShapeBits : public ::testing::TestWithParam<LaunchShapeParam> {};
+
+TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
   std::string reason;
   if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
-  for (const bool layer : {false, true}) {
-    for (const bool add : {false, true}) {
-      for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-        for (int64_t n :
-             {7, 24, 40, 64, 384, 640, 768, 769, 1016, 2304, 3072, 3584, 4096, 4100, 5120,
-              5125, 6140, 8192, 16384}) {
-          const int64_t m = 7;
-          LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
-          detail::NormProblem& p = in.p;
-          gpu::NormShape shape;
-          ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
-          std::vector<uint64_t> reference;
-          // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the row
-          // exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
-          // threads, rows sharing a block; N = 640 and 768: 16 x 5 and 32 x 3 bf16; N = 24 and 40:
-          // one thread a row, 64 rows a block) in the forms that have that kernel
-          // (gpu::odd_items_built). N = 3584 at four groups per thread and 2304 at three: every
-          // thread's last group tested against the row's end and its others not
-          // (RowFit::kLastPartial); 3584 also against twice the threads (RowFit::kWhole). Rows
-          // off the group (769 at four, 4100, 5125 and 6140 at three: the last group partial,
-          // the rows unaligned) take those kernels too, 6140 covering the row exactly. N = 640,
-          // 768 and 1016 at one group a thread on 128 threads, one row a block (16-bit rows):
-          // the kernel that tests each thread's only group (gpu::one_group_last_partial), its
-          // last warp idle at 640.
-          for (int items : {1, 2, 4, 3, 5}) {
-            SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
-                         " " + dtype_name(dtype) + " N=" + std::to_string(n) +
-                         " items=" + std::to_string(items));
-            const int64_t groups = (n + shape.group_elems - 1) / shape.group_elems;
-            int threads = 1;
-            while (threads * items < groups) threads *= 2;
-            if (threads > gpu::kNormMaxThreads) continue;  // needs more groups per thread
-            gpu::NormConfig config;
-            const bool made = gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
-                                                    threads, items, &config);
-            if (gpu::norm_odd_items(items)) {
-              const bool covers =
-                  (shape.whole_groups && threads * items == groups) ||
-                  (items == 3 && gpu::takes_last_partial(shape.whole_groups,
-                                                         shape.narrow_accesses, groups, threads,
-                                                         items));
-              ASSERT_EQ(made, covers && gpu::odd_items_built(layer, add, items));
-              if (!made) continue;
-            }
-            ASSERT_TRUE(made);
-            // The config as made, with the trigger after the writes, and (the fused add's
-            // four-group rows) with the weight loaded at the output.
-            std::vector<gpu::NormConfig> variants = {config, config};
-            variants[1].trigger_after_writes = true;
-            if (add && !layer && items == 4) {
-              variants.push_back(config);
-              variants.back().weight_at_output = true;
-            }
-            // Two rows per block where they fit: kernels that take the row's thread count from
-            // their arguments, where one row per block of 128-512 threads takes (16-bit rows) a
-            // kernel with the count fixed at compile time.
-            if (config.rows_per_block == 1 && config.block_threads * 2 <= gpu::kNormMaxThreads) {
-              variants.push_back(config);
-              variants.back().rows_per_block = 2;
-              variants.back().block_threads = 2 * config.block_threads;
-            }
-            // Short rows in the heuristic's blocks of 256 groups at large batches
-            // (gpu::widen_short_row_blocks), more rows a block than the batch's seven: rows past
-            // the batch must be left alone.
-            gpu::NormConfig short_rows = config;
-            gpu::widen_short_row_blocks(groups, &short_rows);
-            if (short_rows.rows_per_block > 2) variants.push_back(short_rows);
-            // Twice the threads the row needs, where a block holds them: slots or whole threads
-            // past the row, which the sums (and LayerNorm's merged moments) must leave out.
-            gpu::NormConfig wide;
-            if (!gpu::norm_odd_items(items) && 2 * threads <= gpu::kNormMaxThreads &&
-                gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, 2 * threads,
-                                      items, &wide)) {
-              variants.push_back(wide);
-            }
-            // Each row's outputs shared by two and four blocks that each read all of it (exact
-            // rows of their own blocks, of one, two or four groups per thread, only).
-            const bool exact_rows = n % shape.group_elems == 0 && threads * items == groups &&
-                                    !gpu::norm_odd_items(items) && config.rows_per_block == 1;
-            for (int parts : {2, gpu::kNormMaxOutputParts}) {
-              if (!exact_rows) break;
-              variants.push_back(config);
-              variants.back().output_parts = parts;
-              variants.push_back(variants.back());
-              variants.back().trigger_after_writes = true;
-            }
-            for (size_t v = 0; v < 2 * variants.size(); ++v) {
-              gpu::NormConfig variant = variants[v / 2];
-              const bool stats = v % 2 == 1;
-              variant.plain = !stats;
-              SCOPED_TRACE(variant.to_string() + (stats ? " with rstd" : ""));
-              RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
-              RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
-              p.rstd = stats ? static_cast<float*>(rstd.data()) : nullptr;
-              p.out = out.data();
-              p.out_stride = n;
-              p.residual_out = r_out.data();
-              p.residual_out_stride = n;
-              gpu::NormLaunchOverrides overrides;
-              overrides.config = &variant;
-              ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
-              ASSERT_TRUE(gpu_synchronize(0).ok());
-              out.download();
-              r_out.download();
-              std::vector<uint64_t> bits;
-              for (int64_t row = 0; row < m; ++row) {
-                for (int64_t j = 0; j < n; ++j) {
-                  bits.push_back(out.raw(row, j));
-                  if (add) bits.push_back(r_out.raw(row, j));
-                }
-              }
-              expect_bits_of_first_launch(&reference, bits);
-            }
+  const auto [layer, add, dtype] = GetParam();
+  for (int64_t n :
+       {7, 24, 40, 64, 384, 640, 768, 769, 1016, 1536, 2304, 2560, 3072, 3584, 4096, 4100,
+        5120, 5125, 6140, 6144, 8192, 12288, 16384}) {
+    const int64_t m = 7;
+    LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
+    detail::NormProblem& p = in.p;
+    gpu::NormShape shape;
+    ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+    std::vector<uint64_t> reference;
+    // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the row
+    // exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
+    // threads, rows sharing a block; N = 640 and 768: 16 x 5 and 32 x 3 bf16; N = 24 and 40:
+    // one thread a row, 64 rows a block) in the forms that have that kernel
+    // (gpu::odd_items_built); LayerNorm alone's plain ones with the row's thread count
+    // fixed (16-bit rows) on 64 (N = 1536 and 2560 bf16), 128 (3072, 5120), 256 (6144) and
+    // 512 threads (12288). N = 3584 at four groups per thread and 2304 at three: every
+    // thread's last group tested against the row's end and its others not
+    // (RowFit::kLastPartial); 3584 also against twice the threads (RowFit::kWhole). Rows
+    // off the group (769 at four, 4100, 5125 and 6140 at three: the last group partial,
+    // the rows unaligned) take those kernels too, 6140 covering the row exactly. N = 640,
+    // 768 and 1016 at one group a thread on 128 threads, one row a block (16-bit rows):
+    // the kernel that tests each thread's only group (gpu::one_group_last_partial), its
+    // last warp idle at 640.
+    for (int items : {1, 2, 4, 3, 5}) {
+      SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
+                   " " + dtype_name(dtype) + " N=" + std::to_string(n) +
+                   " items=" + std::to_string(items));
+      const int64_t groups = (n + shape.group_elems - 1) / shape.group_elems;
+      int threads = 1;
+      while (threads * items < groups) threads *= 2;
+      if (threads > gpu::kNormMaxThreads) continue;  // needs more groups per thread
+      gpu::NormConfig config;
+      const bool made = gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters,
+                                              threads, items, &config);
+      if (gpu::norm_odd_items(items)) {
+        const bool covers =
+            (shape.whole_groups && threads * items == groups) ||
+            (items == 3 && gpu::takes_last_partial(shape.whole_groups,
+                                                   shape.narrow_accesses, groups, threads,
+                                                   items));
+        ASSERT_EQ(made, covers && gpu::odd_items_built(layer, add, items));
+        if (!made) continue;
+      }
+      ASSERT_TRUE(made);
+      // The config as made, with the trigger after the writes, and (the fused add's
+      // four-group rows) with the weight loaded at the output.
+      std::vector<gpu::NormConfig> variants = {config, config};
+      variants[1].trigger_after_writes = true;
+      if (add && !layer && items == 4) {
+        variants.push_back(config);
+        variants.back().weight_at_output = true;
+      }
+      // Two rows per block where they fit: kernels that take the row's thread count from
+      // their arguments, where one row per block of 128-512 threads takes (16-bit rows) a
+      // kernel with the count fixed at compile time.
+      if (config.rows_per_block == 1 && config.block_threads * 2 <= gpu::kNormMaxThreads) {
+        variants.push_back(config);
+        variants.back().rows_per_block = 2;
+        variants.back().block_threads = 2 * config.block_threads;
+      }
+      // Short rows in the heuristic's blocks of 256 groups at large batches
+      // (gpu::widen_short_row_blocks), more rows a block than the batch's seven: rows past
+      // the batch must be left alone.
+      gpu::NormConfig short_rows = config;
+      gpu::widen_short_row_blocks(groups, &short_rows);
+      if (short_rows.rows_per_block > 2) variants.push_back(short_rows);
+      // Twice the threads the row needs, where a block holds them: slots or whole threads
+      // past the row, which the sums (and LayerNorm's merged moments) must leave out.
+      gpu::NormConfig wide;
+      if (!gpu::norm_odd_items(items) && 2 * threads <= gpu::kNormMaxThreads &&
+          gpu::make_norm_config(shape, gpu::NormConfig::Path::kRegisters, 2 * threads,
+                                items, &wide)) {
+        variants.push_back(wide);
+      }
+      // Each row's outputs shared by two and four blocks that each read all of it (exact
+      // rows of their own blocks, of one, two or four groups per thread, only).
+      const bool exact_rows = n % shape.group_elems == 0 && threads * items == groups &&
+                              !gpu::norm_odd_items(items) && config.rows_per_block == 1;
+      for (int parts : {2, gpu::kNormMaxOutputParts}) {
+        if (!exact_rows) break;
+        variants.push_back(config);
+        variants.back().output_parts = parts;
+        variants.push_back(variants.back());
+        variants.back().trigger_after_writes = true;
+      }
+      for (size_t v = 0; v < 2 * variants.size(); ++v) {
+        gpu::NormConfig variant = variants[v / 2];
+        const bool stats = v % 2 == 1;
+        variant.plain = !stats;
+        SCOPED_TRACE(variant.to_string() + (stats ? " with rstd" : ""));
+        RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+        RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
+        p.rstd = stats ? static_cast<float*>(rstd.data()) : nullptr;
+        p.out = out.data();
+        p.out_stride = n;
+        p.residual_out = r_out.data();
+        p.residual_out_stride = n;
+        gpu::NormLaunchOverrides overrides;
+        overrides.config = &variant;
+        ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+        ASSERT_TRUE(gpu_synchronize(0).ok());
+        out.download();
+        r_out.download();
+        std::vector<uint64_t> bits;
+        for (int64_t row = 0; row < m; ++row) {
+          for (int64_t j = 0; j < n; ++j) {
+            bits.push_back(out.raw(row, j));
+            if (add) bits.push_back(r_out.raw(row, j));
           }
         }
+        expect_bits_of_first_launch(&reference, bits);
       }
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, NormLaunchShapeBits,
+    ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                       ::testing::Values(DType::kBFloat16, DType::kFloat16, DType::kFloat32)),
+    [](const ::testing::TestParamInfo<LaunchShapeParam>& info) {
+      return std::string("gpu_") + (std::get<1>(info.param) ? "fused_add_" : "") +
+             (std::get<0>(info.param) ? "layer_norm_" : "rms_norm_") +
+             dtype_name(std::get<2>(info.param));
+    });
 
 // Sharing a row's outputs among blocks (NormConfig::output_parts) needs rows of their own blocks,
 // not the fused add with an fp8 output, and outputs apart from the inputs; a launch asked for it

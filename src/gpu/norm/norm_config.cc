@@ -419,6 +419,24 @@ NormConfig choose_norm_config(const NormShape& shape) {
                      one_group_rows ? kNormSplitShortThreads
                                     : static_cast<int>(next_pow2(ceil_div(groups, items))),
                      items, &c);
+    // The plain kernels up to twice as many rows as SMs, and LayerNorm's at every batch: alone
+    // (but its one-group rows, not measured so), and fused with the add on rows of 512 threads x
+    // four groups. Where the weight and bias come after the reductions group by group (512
+    // threads), the general kernel's extra work (the weight offset, the fills of an absent weight
+    // or bias, the stats' checks, two tails) lies on each row's path between a group's store and
+    // the next group's loads. On an H200 (bench/NOTES.md, "Norm v51", "Norm v52"): LayerNorm
+    // alone N = 16384 0.92-0.97x the time at M >= 512, N = 2048 0.96-1.00x, N = 4096 0.98-1.02x,
+    // N = 8192 0.99-1.03x by machine; the fused add N = 16384 0.96-1.00x in bf16, 0.97-0.98x in
+    // fp16 (its other shapes level to 1.04x slower). RMSNorm measured level to 1.05x slower and
+    // keeps the bound. Rows of three or five groups a thread have plain kernels in LayerNorm
+    // alone only (norm_launch.cuh, odd_items_registers_kernel; "Norm v53").
+    auto takes_plain = [&](const NormConfig& k) {
+      const bool layer_plain_every_batch =
+          shape.layer && (shape.adds_residual
+                              ? k.threads_per_row == kNormMaxThreads && k.items == kNormMaxItems
+                              : !one_group_rows);
+      return shape.plain_form && (shape.rows <= 2 * sm_count || layer_plain_every_batch);
+    };
     // Rows of 3 x 2^k or 5 x 2^k whole groups at batches that fill the GPU: that many groups per
     // thread, no idle slot; rows of 2 x 2^k to 3 x 2^k whole groups: three on those 2^k threads,
     // the last slot of some idle rather than of all (norm_config.h). LayerNorm at its mid batches
@@ -434,6 +452,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
         // A decode step's rows split all the same (M = 32 at N = 5120, 6144 bf16).
         NormConfig split = c;
         split.plain = shape.plain_form;
+        c.plain = takes_plain(c);
         return take_split_rows(shape, &split) ? split : c;
       }
       if (takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,
@@ -500,21 +519,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
-    // The plain kernels up to twice as many rows as SMs, and LayerNorm's at every batch: alone
-    // (but its one-group rows, not measured so), and fused with the add on rows of 512 threads x
-    // four groups. Where the weight and bias come after the reductions group by group (512
-    // threads), the general kernel's extra work (the weight offset, the fills of an absent weight
-    // or bias, the stats' checks, two tails) lies on each row's path between a group's store and
-    // the next group's loads. On an H200 (bench/NOTES.md, "Norm v51", "Norm v52"): LayerNorm
-    // alone N = 16384 0.92-0.97x the time at M >= 512, N = 2048 0.96-1.00x, N = 4096 0.98-1.02x,
-    // N = 8192 0.99-1.03x by machine; the fused add N = 16384 0.96-1.00x in bf16, 0.97-0.98x in
-    // fp16 (its other shapes level to 1.04x slower). RMSNorm measured level to 1.05x slower and
-    // keeps the bound.
-    const bool layer_plain_every_batch =
-        shape.layer && (shape.adds_residual
-                            ? c.threads_per_row == kNormMaxThreads && c.items == kNormMaxItems
-                            : !one_group_rows);
-    c.plain = shape.plain_form && (shape.rows <= 2 * sm_count || layer_plain_every_batch);
+    c.plain = takes_plain(c);
     if (!one_group_rows) take_split_rows(shape, &c);
     return c;
   }

@@ -107,6 +107,35 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
   return norm_registers_kernel<K, RowFit::kExact, kItems, kWeightAtOutput, kSharedRows>;
 }
 
+// The exact registers kernel of an odd group count (kNormOddItemCounts): LayerNorm alone's also
+// in the plain form with the row's thread count fixed, where a block holds one row of 64-512
+// threads (its rows of 3 x 2^k and 5 x 2^k groups at every batch: N = 1536-12288 bf16, such as
+// 3072, 5120 and 6144). Its general kernels' outputs add the weight offset and fill an absent
+// weight and bias group by group, about a third of the output loop's instructions (bench/
+// NOTES.md, "Norm v51"), which LayerNorm at large batches, near issue-bound, pays in time. The
+// other forms, whose plain kernels measured level or slower past the small batches, keep the
+// general kernel: fewer kernels to build.
+template <class K, int kItems>
+auto odd_items_registers_kernel(const NormConfig& cfg, bool plain) {
+  if constexpr (K::kLayer && !K::kAdd && K::kPlainBuilt) {
+    if (plain && cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
+      switch (cfg.threads_per_row) {
+        case 64:
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 64, true>;
+        case 128:
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 128, true>;
+        case 256:
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 256, true>;
+        case 512:
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 512, true>;
+        default:
+          break;
+      }
+    }
+  }
+  return norm_registers_kernel<K, RowFit::kExact, kItems>;
+}
+
 // The registers kernel of kItems groups per thread (kFit: exact, or each thread's last group
 // partly past the row) with its row's threads split over a cluster's blocks (NormConfig::
 // split_blocks): the row's thread count fixed at 128, 256 or 512, in the plain form where `plain`
@@ -238,11 +267,11 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
       return exact_registers_kernel<K, 4>(cfg, plain);
     }
     if (fit == RowFit::kExact && cfg.items == 3) {
-      return norm_registers_kernel<K, RowFit::kExact, 3>;
+      return odd_items_registers_kernel<K, 3>(cfg, plain);
     }
     if constexpr (odd_items_built(K::kLayer, K::kAdd, 5)) {
       if (fit == RowFit::kExact && cfg.items == 5) {
-        return norm_registers_kernel<K, RowFit::kExact, 5>;
+        return odd_items_registers_kernel<K, 5>(cfg, plain);
       }
     }
     if (fit != RowFit::kAny) {

@@ -279,7 +279,9 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   // "Norm v50"). They stay at 64 registers or fewer, unspilled, where the other kernels spilled
   // with it (up to 544 bytes) or, the fused add in fp16, took 91 registers for 68; at 512 threads
   // (N = 16384 bf16, a row's weight and bias 64 KB, all asked for at once) it was 1.02-1.05x.
-  constexpr bool kAffineAtOnce = K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256;
+  // Five groups a thread keep the group-by-group loads: at once, the bf16 kernels spilled 28 bytes.
+  constexpr bool kAffineAtOnce =
+      K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256 && kItems <= kNormMaxItems;
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
                         kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce>(
