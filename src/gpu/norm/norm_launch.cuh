@@ -179,9 +179,10 @@ auto one_group_registers_kernel(bool plain) {
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
 // 4, 3 and 5 (kNormOddItemCounts; what the heuristic takes; five where odd_items_built), those of
 // 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
-// thread count fixed (exact_registers_kernel), and the fused add's four-group one also with its
-// weight at the output (NormConfig::weight_at_output; other kernels ignore the flag); the exact
-// cluster kernel for its kMaxItems. The registers kernels of three and four (kMaxItems) groups per
+// thread count fixed (exact_registers_kernel), those of 3 and 5 so in LayerNorm alone's plain form
+// (odd_items_registers_kernel), and the fused add's four-group one also with its weight at the
+// output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
+// for its kMaxItems. The registers kernels of three and four (kMaxItems) groups per
 // thread come for RowFit::kLastPartial too (last_partial_items_built), at either access width
 // (K::kLoad), the only fit besides kAny for rows of narrower accesses; so does the one of one group
 // per thread on a one-row block of 128 threads, at full width in the fixed-thread forms
