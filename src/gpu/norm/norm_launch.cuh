@@ -112,9 +112,10 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 // threads (its rows of 3 x 2^k and 5 x 2^k groups at every batch: N = 1536-12288 bf16, such as
 // 3072, 5120 and 6144). Its general kernels' outputs add the weight offset and fill an absent
 // weight and bias group by group, about a third of the output loop's instructions (bench/
-// NOTES.md, "Norm v51"), which LayerNorm at large batches, near issue-bound, pays in time. The
-// other forms, whose plain kernels measured level or slower past the small batches, keep the
-// general kernel: fewer kernels to build.
+// NOTES.md, "Norm v51"), which LayerNorm at large batches, near issue-bound, pays in time: the
+// plain ones took 0.92-0.98x the time at M >= 2048 on an H200 ("Norm v53"). The other forms, whose
+// plain kernels measured level or slower past the small batches, keep the general kernel: fewer
+// kernels to build.
 template <class K, int kItems>
 auto odd_items_registers_kernel(const NormConfig& cfg, bool plain) {
   if constexpr (K::kLayer && !K::kAdd && K::kPlainBuilt) {
