@@ -70,6 +70,26 @@ inline bool plain_norm_call(const NormKernelArgs& a) {
                          a.rstd != nullptr || a.mean != nullptr);
 }
 
+// `make(std::integral_constant<int, T>{})`, the kernel of a row of T threads fixed at compile
+// time, for `threads` = T among 64 (where kWith64), 128, 256 and 512; `general` for other counts.
+template <bool kWith64, class Make, class Kernel>
+Kernel fixed_row_threads_kernel(int threads, const Make& make, Kernel general) {
+  switch (threads) {
+    case 64:
+      if constexpr (kWith64) return make(std::integral_constant<int, 64>{});
+      break;
+    case 128:
+      return make(std::integral_constant<int, 128>{});
+    case 256:
+      return make(std::integral_constant<int, 256>{});
+    case 512:
+      return make(std::integral_constant<int, 512>{});
+    default:
+      break;
+  }
+  return general;
+}
+
 // The exact registers kernel of kItems groups per thread: with the row's thread count fixed at
 // compile time where the block holds one row of 128, 256 or 512 threads (LayerNorm's also of 64,
 // its large batches' shape at N = 2048 bf16, where the merges of its moments then unroll with
@@ -77,6 +97,8 @@ inline bool plain_norm_call(const NormKernelArgs& a) {
 // `plain` (plain_norm_call) and K has it (NormTraits::kPlainBuilt).
 template <class K, int kItems, bool kWeightAtOutput = false, bool kSharedRows = false>
 auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
+  const auto general = norm_registers_kernel<K, RowFit::kExact, kItems, kWeightAtOutput,
+                                             kSharedRows>;
   if constexpr (K::kFixedRowThreads && !kWeightAtOutput) {
     if (cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
       auto fixed = [&](auto threads_tag) {
@@ -89,22 +111,10 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
         }
         return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, kThreads>;
       };
-      switch (cfg.threads_per_row) {
-        case 64:
-          if constexpr (K::kLayer) return fixed(std::integral_constant<int, 64>{});
-          break;
-        case 128:
-          return fixed(std::integral_constant<int, 128>{});
-        case 256:
-          return fixed(std::integral_constant<int, 256>{});
-        case 512:
-          return fixed(std::integral_constant<int, 512>{});
-        default:
-          break;
-      }
+      return fixed_row_threads_kernel<K::kLayer>(cfg.threads_per_row, fixed, general);
     }
   }
-  return norm_registers_kernel<K, RowFit::kExact, kItems, kWeightAtOutput, kSharedRows>;
+  return general;
 }
 
 // The exact registers kernel of an odd group count (kNormOddItemCounts): LayerNorm alone's also
@@ -118,23 +128,17 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 // kernels to build.
 template <class K, int kItems>
 auto odd_items_registers_kernel(const NormConfig& cfg, bool plain) {
+  const auto general = norm_registers_kernel<K, RowFit::kExact, kItems>;
   if constexpr (K::kLayer && !K::kAdd && K::kPlainBuilt) {
     if (plain && cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
-      switch (cfg.threads_per_row) {
-        case 64:
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 64, true>;
-        case 128:
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 128, true>;
-        case 256:
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 256, true>;
-        case 512:
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, 512, true>;
-        default:
-          break;
-      }
+      auto fixed_plain = [](auto threads_tag) {
+        constexpr int kThreads = decltype(threads_tag)::value;
+        return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true>;
+      };
+      return fixed_row_threads_kernel<true>(cfg.threads_per_row, fixed_plain, general);
     }
   }
-  return norm_registers_kernel<K, RowFit::kExact, kItems>;
+  return general;
 }
 
 // The registers kernel of kItems groups per thread (kFit: exact, or each thread's last group
