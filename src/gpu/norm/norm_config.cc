@@ -166,7 +166,7 @@ std::string NormConfig::to_string() const {
       << (trigger_after_writes ? ",trigger=late" : "") << (weight_at_output ? ",weight=late" : "")
       << (output_parts > 1 ? ",parts=" + std::to_string(output_parts) : "")
       << (split_blocks > 1 ? ",split=" + std::to_string(split_blocks) : "")
-      << (plain ? ",plain" : "") << ")";
+      << (plain ? ",plain" : "") << (packed_row ? ",packed" : "") << ")";
   } else if (path == Path::kCluster) {
     s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
       << ",items=" << items << ")";
@@ -447,12 +447,30 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // "Norm v41").
     const bool layer_three_over_five =
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
+    // LayerNorm alone's plain rows of three groups on 256 or 512 threads (N = 6144 and 12288 bf16)
+    // take the kernels built for more blocks an SM (NormConfig::packed_row) past twice the rows
+    // that the SMs hold at 1024 threads: there they make the rows fewer waves of blocks, and the
+    // repacking's instructions are paid back. Cold L2 on an H200 (bench/NOTES.md, "Norm v54"),
+    // time against the kernel of 1024 threads an SM: layer_norm bf16 N = 12288 (512 threads)
+    // 0.95 / 0.90 / 0.88 / 0.87x at M = 1024 / 2048 / 16384 / 65536 (82.5 -> 94.1% of copy at
+    // 16384) but 1.05x at M = 512 (two waves either way), N = 6144 (256 threads) 0.96 / 0.95 /
+    // 0.96x at M = 2048 / 16384 / 65536 but 1.01x at 1024; fp16 0.81-0.83x and 0.91-0.92x at
+    // M >= 2048. At M = 256 they replayed 1.02-1.13x slower in graphs. On 64 and 128 threads
+    // (N = 1536 and 3072) they measured level to 1.03x slower, as did five groups at 1280
+    // threads an SM (48 registers).
+    auto takes_packed_row = [&](const NormConfig& k) {
+      return shape.layer && !shape.adds_residual && shape.fixed_threads_built && k.plain &&
+             k.items == 3 && k.rows_per_block == 1 &&
+             (k.threads_per_row == 256 || k.threads_per_row == kNormMaxThreads) &&
+             shape.rows > 2 * sm_count * (1024 / k.threads_per_row);
+    };
     if (fills_gpu && items == kNormMaxItems) {
       if (shape.whole_groups && exact_odd_items(shape, groups, !layer_three_over_five, &c)) {
         // A decode step's rows split all the same (M = 32 at N = 5120, 6144 bf16).
         NormConfig split = c;
         split.plain = shape.plain_form;
         c.plain = takes_plain(c);
+        c.packed_row = takes_packed_row(c);
         return take_split_rows(shape, &split) ? split : c;
       }
       if (takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,

@@ -70,6 +70,15 @@ struct NormConfig {
   // it up to twice as many rows as SMs, where a call's time is mostly its instruction latency;
   // at larger batches they measured 2-6% slower (bench/NOTES.md, "Norm v17").
   bool plain = false;
+  // Registers path, LayerNorm alone's plain kernels of three groups a thread on 256 or 512
+  // threads, one row a block (N = 6144 and 12288 bf16): the kernel built for
+  // kNormPackedRowSmThreads threads an SM rather than 1024, its row held packed (two 16-bit
+  // elements a register) through both reductions instead of as the floats its sums unpacked,
+  // which is what fits it in 40 registers unspilled. An SM then holds half as many rows again,
+  // the loads of some in flight while others reduce and store; the repacking costs instructions,
+  // which only batches of several waves of blocks win back (the heuristic sets it there:
+  // norm_config.cc). The same sums, so the same bits.
+  bool packed_row = false;
 
   std::string to_string() const;
 };
@@ -143,6 +152,8 @@ constexpr int kNormMaxItems = 4;
 // slots is a tree padded with zeros to the next power of two (reduce.cuh's tree_sum), the same
 // order as every power-of-two layout, so a row's bits do not depend on the batch.
 constexpr int kNormOddItemCounts[] = {3, 5};
+// NormConfig::packed_row's kernels: threads an SM they are built for.
+constexpr int kNormPackedRowSmThreads = 1536;
 constexpr bool norm_odd_items(int items) {
   for (const int odd : kNormOddItemCounts) {
     if (items == odd) return true;

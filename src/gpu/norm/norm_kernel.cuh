@@ -83,8 +83,12 @@ enum class OutputForm {
 // nothing. kForm: OutputForm.
 // kPFirst (finish_row's choice): kept_y holds p = h * w from before the reduction, whose max
 // travels beside the sum (MaxBesideSum, a dynamic scale), and y = p * rstd after it.
-template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, int kItems, class Affine,
-          class Reduce, class ReduceMax, class StaticScale, class Moments, class MaxRule>
+// kPackedRow (LayerNorm's rows of two reductions, 16-bit, no add): the row waits packed through
+// both reductions, not as the floats that its sum and its squares unpacked; for kernels built for
+// more blocks an SM than their floats would leave registers for (norm_registers_kernel.cuh).
+template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, bool kPackedRow, int kItems,
+          class Affine, class Reduce, class ReduceMax, class StaticScale, class Moments,
+          class MaxRule>
 FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool active, int t,
                                     int tpr, int first_col, int items,
                                     Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -97,6 +101,18 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
   const int n = static_cast<int>(a.cols);  // <= 262144 on these paths
+  static_assert(!kPackedRow || (K::kLayer && !K::kAdd && sizeof(TR) == 2 && !Moments::kUsed &&
+                                !Moments::kTree),
+                "a packed row: LayerNorm alone, 16-bit, its moments in two reductions");
+  // Makes h's words opaque to the compiler (opaque_register), so that what follows unpacks them
+  // again and nothing unpacked before stays live.
+  auto repack = [&] {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+#pragma unroll
+      for (int w = 0; w < G * 2 / 4; ++w) opaque_register(h[i].words[w]);
+    }
+  };
   // Whether item i of this thread lies in the row (and element e of it, for partial groups).
   auto in_row = [&](int i, int col, int e) {
     if constexpr (kFit == RowFit::kAny) return i < items && col + e < n;
@@ -190,6 +206,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       mean = row_moments.sum * inv_n + 0.0f;  // the default's sum / n, bit for bit
       total = row_moments.m2;
     } else {
+      if constexpr (kPackedRow) repack();
       // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
       // depend on how many zero slots the tree held.
       mean = reduce(tree_sum(part), 0) / static_cast<float>(n) + 0.0f;
@@ -233,15 +250,11 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   // cluster paths); so does LayerNorm at more than four groups per thread (five: 24
   // bytes spilled otherwise). LayerNorm at up to four, the fused add and the plain form (whose
   // single tail has registers to spare: no spill, and 0.02-0.09 us faster) do better left to the
-  // compiler (ptxas).
+  // compiler (ptxas), unless kPackedRow.
   // (Not where kPFirst: the row is spent, kept_y holds what the outputs need.)
-  if constexpr (sizeof(TR) == 2 && (!K::kLayer || kItems > 4) && !K::kAdd &&
-                kForm != OutputForm::kPlain && !kPFirst) {
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-#pragma unroll
-      for (int w = 0; w < G * 2 / 4; ++w) opaque_register(h[i].words[w]);
-    }
+  if constexpr (kPackedRow || (sizeof(TR) == 2 && (!K::kLayer || kItems > 4) && !K::kAdd &&
+                               kForm != OutputForm::kPlain && !kPFirst)) {
+    repack();
   }
   // The outputs. The fast paths take the weight_after_cast branch once for the whole tail.
   auto write_outputs = [&](auto cast_first) {
@@ -331,9 +344,9 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
 // fp8 output whose y stays in registers takes its max beside the sum where `max_rule` is
 // MaxBesideSum: the registers kernel passes it for a dynamic scale only, from a path of its own
 // (norm_registers_kernel.cuh says why).
-template <class K, RowFit kFit, OutputForm kForm, int kItems, class Affine, class Reduce,
-          class ReduceMax, class StaticScale, class Moments = NoSliceMoments,
-          class MaxRule = MaxAfterSum>
+template <class K, RowFit kFit, OutputForm kForm, bool kPackedRow = false, int kItems,
+          class Affine, class Reduce, class ReduceMax, class StaticScale,
+          class Moments = NoSliceMoments, class MaxRule = MaxAfterSum>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -343,9 +356,10 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
                                const StaticScale& static_scale, const Moments& moments = {},
                                bool writes_outputs = true, const MaxRule& max_rule = {}) {
   constexpr bool kPFirst = kFp8KeepsY<K, kItems> && MaxRule::kUsed;
-  finish_row_impl<K, kFit, kForm, kPFirst>(a, row, active, t, tpr, first_col, items, x, h, affine,
-                                           reduce, reduce_max, writes_stats, static_scale,
-                                           moments, writes_outputs, max_rule);
+  finish_row_impl<K, kFit, kForm, kPFirst, kPackedRow>(a, row, active, t, tpr, first_col, items,
+                                                       x, h, affine, reduce, reduce_max,
+                                                       writes_stats, static_scale, moments,
+                                                       writes_outputs, max_rule);
 }
 
 }  // namespace fusekit::gpu

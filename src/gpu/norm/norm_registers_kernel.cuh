@@ -20,8 +20,8 @@ namespace fusekit::gpu {
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
 template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
-          bool kHoldAffine, bool kAffineAtOnce, class Reduce, class ReduceMax, class Moments,
-          class MaxRule>
+          bool kHoldAffine, bool kAffineAtOnce, bool kPackedRow, class Reduce, class ReduceMax,
+          class Moments, class MaxRule>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, const Moments& moments,
@@ -136,9 +136,9 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // A static fp8 scale (kRegistersScaleRead), staged now that the row's loads are issued.
   const auto static_scale = static_scale_reader<K, kRegistersScaleRead<K, MaxRule>>(a, tpr);
   stage_static_scale(a, static_scale);
-  finish_row<K, kFit, kForm>(a, row, active, t, tpr, first_col, items, x, h, affine, reduce,
-                             reduce_max, writes_stats, static_scale, moments, writes_outputs,
-                             max_rule);
+  finish_row<K, kFit, kForm, kPackedRow>(a, row, active, t, tpr, first_col, items, x, h, affine,
+                                         reduce, reduce_max, writes_stats, static_scale, moments,
+                                         writes_outputs, max_rule);
 }
 
 // LayerNorm's kernels of shared and split rows (NormConfig::output_parts, split_blocks) hold the
@@ -148,6 +148,26 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
 // while loading the affine after the reductions puts an L2 round trip on a one-row call's path.
 template <class K, bool kSharedRows>
 inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
+
+// The registers kernel's launch bound (__launch_bounds__): up to 512 threads a block, on as many
+// blocks an SM as K's register budget says (K::kMinBlocksPerSm), or one where a block holds the
+// affine beside its share of a row (kSharedRowsHoldAffine; kSpreadRows: shared or split rows).
+// kPackedRow (NormConfig::packed_row): LayerNorm alone's plain kernels of three groups a thread
+// on 256 or 512 threads, one row a block, built for 1536 threads an SM (40 registers) rather than
+// 1024, which the row held packed through both reductions (finish_row's kPackedRow) lets them
+// fit unspilled.
+template <class K, RowFit kFit, int kItems, int kThreadsPerRow, bool kPlain, bool kSpreadRows,
+          bool kPackedRow>
+struct RegistersKernelBound {
+  static_assert(!kPackedRow || (K::kLayer && !K::kAdd && kPlain && kItems == 3 &&
+                                kFit == RowFit::kExact && !kSpreadRows &&
+                                (kThreadsPerRow == 256 || kThreadsPerRow == 512)),
+                "a packed row: LayerNorm alone's plain kernels of 256 or 512 threads x 3 groups");
+  static constexpr int kThreads = kPackedRow ? kThreadsPerRow : K::kMaxThreads;
+  static constexpr int kMinBlocks =
+      kPackedRow ? kNormPackedRowSmThreads / kThreads
+                 : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1 : K::kMinBlocksPerSm);
+};
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
 // (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
@@ -172,14 +192,15 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // holding row threads p * blockDim.x + threadIdx.x, so each block loads, reduces and writes only
 // its own threads' groups (in place too), and each reduction gathers every thread's value into
 // every block (ClusterGather, reduce.cuh): the same tree, so the bits of one block a row.
+// kPackedRow: NormConfig::packed_row (RegistersKernelBound); the same sums, so the same bits.
 template <class K, RowFit kFit, int kItems = K::kMaxItems, bool kWeightAtOutput = false,
           bool kSharedRows = false, int kThreadsPerRow = 0, bool kPlain = false,
-          bool kPowerOfTwoRows = false, bool kSplitRows = false>
-__global__ void __launch_bounds__(K::kMaxThreads,
-                                  (kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>
-                                       ? 1
-                                       : K::kMinBlocksPerSm))
-    norm_registers_kernel(NormKernelArgs a) {
+          bool kPowerOfTwoRows = false, bool kSplitRows = false, bool kPackedRow = false>
+__global__ void __launch_bounds__(
+    (RegistersKernelBound<K, kFit, kItems, kThreadsPerRow, kPlain, kSharedRows || kSplitRows,
+                          kPackedRow>::kThreads),
+    (RegistersKernelBound<K, kFit, kItems, kThreadsPerRow, kPlain, kSharedRows || kSplitRows,
+                          kPackedRow>::kMinBlocks)) norm_registers_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
   if constexpr (kSplitRows && !clusters_compiled()) return;
   __shared__ float scratch[2][K::kScratch];
@@ -281,10 +302,12 @@ __global__ void __launch_bounds__(K::kMaxThreads,
   // (N = 16384 bf16, a row's weight and bias 64 KB, all asked for at once) it was 1.02-1.05x.
   // Five groups a thread keep the group-by-group loads: at once, the bf16 kernels spilled 28 bytes.
   constexpr bool kAffineAtOnce =
-      K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256 && kItems <= kNormMaxItems;
+      K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256 && kItems <= kNormMaxItems &&
+      !kPackedRow;
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
-                        kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce>(
+                        kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce,
+                        kPackedRow>(
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };
