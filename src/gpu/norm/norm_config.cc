@@ -449,8 +449,9 @@ NormConfig choose_norm_config(const NormShape& shape) {
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
     // LayerNorm alone's plain rows of three groups on 256 or 512 threads (N = 6144 and 12288 bf16)
     // take the kernels built for more blocks an SM (NormConfig::packed_row) past twice the rows
-    // that the SMs hold at 1024 threads: there they make the rows fewer waves of blocks, and the
-    // repacking's instructions are paid back. Cold L2 on an H200 (bench/NOTES.md, "Norm v54"),
+    // that the SMs hold of the other kernels (1024 threads an SM: min_blocks_per_sm blocks of
+    // 512): there they make the rows fewer waves of blocks, and the repacking's instructions are
+    // paid back. Cold L2 on an H200 (bench/NOTES.md, "Norm v54"),
     // time against the kernel of 1024 threads an SM: layer_norm bf16 N = 12288 (512 threads)
     // 0.95 / 0.90 / 0.88 / 0.87x at M = 1024 / 2048 / 16384 / 65536 (82.5 -> 94.1% of copy at
     // 16384) but 1.05x at M = 512 (two waves either way), N = 6144 (256 threads) 0.96 / 0.95 /
@@ -462,7 +463,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
       return shape.layer && !shape.adds_residual && shape.fixed_threads_built && k.plain &&
              k.items == 3 && k.rows_per_block == 1 &&
              (k.threads_per_row == 256 || k.threads_per_row == kNormMaxThreads) &&
-             shape.rows > 2 * sm_count * (1024 / k.threads_per_row);
+             shape.rows > 2 * sm_count * (shape.min_blocks_per_sm * kNormMaxThreads /
+                                          k.threads_per_row);
     };
     if (fills_gpu && items == kNormMaxItems) {
       if (shape.whole_groups && exact_odd_items(shape, groups, !layer_three_over_five, &c)) {
