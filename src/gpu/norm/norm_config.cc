@@ -449,16 +449,11 @@ NormConfig choose_norm_config(const NormShape& shape) {
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
     // LayerNorm alone's plain rows of three groups on 256 or 512 threads (N = 6144 and 12288 bf16)
     // take the kernels built for more blocks an SM (NormConfig::packed_row) past twice the rows
-    // that the SMs hold of the other kernels (1024 threads an SM: min_blocks_per_sm blocks of
-    // 512): there they make the rows fewer waves of blocks, and the repacking's instructions are
-    // paid back. Cold L2 on an H200 (bench/NOTES.md, "Norm v54"),
-    // time against the kernel of 1024 threads an SM: layer_norm bf16 N = 12288 (512 threads)
-    // 0.95 / 0.90 / 0.88 / 0.87x at M = 1024 / 2048 / 16384 / 65536 (82.5 -> 94.1% of copy at
-    // 16384) but 1.05x at M = 512 (two waves either way), N = 6144 (256 threads) 0.96 / 0.95 /
-    // 0.96x at M = 2048 / 16384 / 65536 but 1.01x at 1024; fp16 0.81-0.83x and 0.91-0.92x at
-    // M >= 2048. At M = 256 they replayed 1.02-1.13x slower in graphs. On 64 and 128 threads
-    // (N = 1536 and 3072) they measured level to 1.03x slower, as did five groups at 1280
-    // threads an SM (48 registers).
+    // the SMs hold of the other kernels (min_blocks_per_sm blocks of 512 threads), where fewer
+    // waves of blocks pay back the repacking's instructions. Cold L2 on an H200 (bench/NOTES.md,
+    // "Norm v54"): layer_norm bf16 N = 12288 0.87-0.95x the time at M = 1024-65536 (82.5 -> 94.1%
+    // of copy at 16384) but 1.05x at M = 512, N = 6144 0.95-0.96x at M >= 2048 but 1.01x at 1024,
+    // 1.02-1.13x at M = 256 (graphs); on 64 and 128 threads, and at five groups, level to 1.03x.
     auto takes_packed_row = [&](const NormConfig& k) {
       return shape.layer && !shape.adds_residual && shape.fixed_threads_built && k.plain &&
              k.items == 3 && k.rows_per_block == 1 &&
