@@ -113,6 +113,7 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   if (general_twin) {
     NormConfig general = heuristic;
     general.plain = false;
+    general.packed_row = false;  // the packed rows' kernels are plain ones
     configs.push_back(general);
   }
   NormConfig c;

@@ -145,49 +145,55 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
   EXPECT_FALSE(expect_registers_shape(one_group, 768, 1056, 128, 1).plain);
 }
 
-// LayerNorm alone's plain rows of three groups on 256 and 512 threads take the kernels of more
-// blocks an SM (NormConfig::packed_row) past twice the rows that the SMs hold at 1024 threads
-// (132 SMs: 1056 rows of 256 threads, 528 of 512), in 16-bit rows whose fixed-thread kernels are
-// built; not in the general form, with the add, on fewer threads, at five groups or four.
-TEST(NormConfig, LayerNormPackedRowsPastTwoWaves) {
-  NormShape s;  // 132 SMs, bf16
-  s.layer = true;
-  s.min_blocks_per_sm = 2;
-  s.whole_groups = true;
-  s.outputs_apart = true;
-  s.fixed_threads_built = true;
-  s.plain_form = true;
-  struct Case {
-    int64_t cols, rows;
-    int threads, items;
-    bool packed;
-  };
-  for (const Case& k : {Case{12288, 528, 512, 3, false}, Case{12288, 529, 512, 3, true},
-                        Case{12288, 65536, 512, 3, true}, Case{6144, 1056, 256, 3, false},
-                        Case{6144, 1057, 256, 3, true}, Case{6144, 16384, 256, 3, true},
-                        Case{3072, 16384, 128, 3, false}, Case{1536, 16384, 64, 3, false},
-                        Case{10240, 16384, 256, 5, false}, Case{16384, 16384, 512, 4, false}}) {
-    SCOPED_TRACE(std::to_string(k.rows) + " x " + std::to_string(k.cols));
-    EXPECT_EQ(expect_registers_shape(s, k.cols, k.rows, k.threads, k.items).packed_row,
-              k.packed);
-  }
-  // The general form, 32-bit rows (no fixed-thread kernels: N = 6144 is 1536 groups of four),
-  // the fused add.
-  NormShape general = s;
-  general.plain_form = false;
-  NormShape float32 = s;
-  float32.group_elems = 4;
-  float32.source_elem_bytes = 4;
-  float32.fixed_threads_built = false;
-  NormShape add = s;
-  add.adds_residual = true;
-  for (NormShape other : {general, float32, add}) {
-    other.rows = 16384;
-    for (const int64_t cols : {6144, 12288}) {
-      other.cols = cols;
-      const NormConfig c = choose_norm_config(other);
-      SCOPED_TRACE(std::to_string(cols) + " " + c.to_string());
-      EXPECT_FALSE(c.packed_row);
+// Plain rows of three groups on 256 and 512 threads without the add, LayerNorm's and RMSNorm's,
+// take the kernels of more blocks an SM (NormConfig::packed_row, in the plain form) past twice
+// the rows that the SMs hold at 1024 threads (132 SMs: 1056 rows of 256 threads, 528 of 512), in
+// 16-bit rows whose fixed-thread kernels are built; not in the general form, with the add, on
+// fewer threads, at five groups or four.
+TEST(NormConfig, PlainRowsPackedPastTwoWaves) {
+  for (const bool layer : {true, false}) {
+    SCOPED_TRACE(layer ? "layer_norm" : "rms_norm");
+    NormShape s;  // 132 SMs, bf16
+    s.layer = layer;
+    s.min_blocks_per_sm = 2;
+    s.whole_groups = true;
+    s.outputs_apart = true;
+    s.fixed_threads_built = true;
+    s.plain_form = true;
+    struct Case {
+      int64_t cols, rows;
+      int threads, items;
+      bool packed;
+    };
+    for (const Case& k : {Case{12288, 528, 512, 3, false}, Case{12288, 529, 512, 3, true},
+                          Case{12288, 65536, 512, 3, true}, Case{6144, 1056, 256, 3, false},
+                          Case{6144, 1057, 256, 3, true}, Case{6144, 16384, 256, 3, true},
+                          Case{3072, 16384, 128, 3, false}, Case{1536, 16384, 64, 3, false},
+                          Case{10240, 16384, 256, 5, false}, Case{16384, 16384, 512, 4, false}}) {
+      SCOPED_TRACE(std::to_string(k.rows) + " x " + std::to_string(k.cols));
+      const NormConfig c = expect_registers_shape(s, k.cols, k.rows, k.threads, k.items);
+      EXPECT_EQ(c.packed_row, k.packed);
+      if (c.packed_row) EXPECT_TRUE(c.plain);  // the packed kernels are plain ones
+    }
+    // The general form, 32-bit rows (no fixed-thread kernels: N = 6144 is 1536 groups of four),
+    // the fused add.
+    NormShape general = s;
+    general.plain_form = false;
+    NormShape float32 = s;
+    float32.group_elems = 4;
+    float32.source_elem_bytes = 4;
+    float32.fixed_threads_built = false;
+    NormShape add = s;
+    add.adds_residual = true;
+    add.min_blocks_per_sm = layer ? 2 : 1;
+    for (NormShape other : {general, float32, add}) {
+      other.rows = 16384;
+      for (const int64_t cols : {6144, 12288}) {
+        other.cols = cols;
+        const NormConfig c = choose_norm_config(other);
+        SCOPED_TRACE(std::to_string(cols) + " " + c.to_string());
+        EXPECT_FALSE(c.packed_row);
+      }
     }
   }
 }

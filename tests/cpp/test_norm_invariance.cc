@@ -157,14 +157,14 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
     // one thread a row, 64 rows a block) in the forms that have that kernel
     // (gpu::odd_items_built); LayerNorm alone's plain ones with the row's thread count
     // fixed (16-bit rows) on 64 (N = 1536 and 2560 bf16), 128 (3072, 5120), 256 (6144) and
-    // 512 threads (12288), the last two also packed (NormConfig::packed_row). N = 3584 at
-    // four groups per thread and 2304 at three: every thread's last group tested against
-    // the row's end and its others not (RowFit::kLastPartial); 3584 also against twice the
-    // threads (RowFit::kWhole). Rows off the group (769 at four, 4100, 5125 and 6140 at
-    // three: the last group partial, the rows unaligned) take those kernels too, 6140
-    // covering the row exactly. N = 640, 768 and 1016 at one group a thread on 128
-    // threads, one row a block (16-bit rows): the kernel that tests each thread's only
-    // group (gpu::one_group_last_partial), its last warp idle at 640.
+    // 512 threads (12288), the last two also packed (NormConfig::packed_row), as are RMSNorm
+    // alone's. N = 3584 at four groups per thread and 2304 at three: every thread's last
+    // group tested against the row's end and its others not (RowFit::kLastPartial); 3584
+    // also against twice the threads (RowFit::kWhole). Rows off the group (769 at four,
+    // 4100, 5125 and 6140 at three: the last group partial, the rows unaligned) take those
+    // kernels too, 6140 covering the row exactly. N = 640, 768 and 1016 at one group a
+    // thread on 128 threads, one row a block (16-bit rows): the kernel that tests each
+    // thread's only group (gpu::one_group_last_partial), its last warp idle at 640.
     for (int items : {1, 2, 4, 3, 5}) {
       SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                    " " + dtype_name(dtype) + " N=" + std::to_string(n) +
@@ -194,9 +194,9 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
         variants.push_back(config);
         variants.back().weight_at_output = true;
       }
-      // LayerNorm alone's plain three-group rows on 256 and 512 threads (N = 6144 and 12288
+      // Plain three-group rows without the add on 256 and 512 threads (N = 6144 and 12288
       // bf16) in the kernels of more blocks an SM, their rows packed through the reductions.
-      if (layer && !add && items == 3) {
+      if (!add && items == 3) {
         variants.push_back(config);
         variants.back().packed_row = true;
       }

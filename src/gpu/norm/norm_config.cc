@@ -259,6 +259,7 @@ NormConfig norm_config_for_runs(const NormShape& shape, NormConfig c) {
   c.output_parts = 1;
   c.weight_at_output = false;
   c.plain = false;
+  c.packed_row = false;
   if (c.items > kNormMaxItems || (c.items & (c.items - 1)) != 0) c.items = kNormMaxItems;
   while (static_cast<int64_t>(c.threads_per_row) * c.items < groups &&
          c.threads_per_row < kNormMaxThreads) {
@@ -447,15 +448,17 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // "Norm v41").
     const bool layer_three_over_five =
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
-    // LayerNorm alone's plain rows of three groups on 256 or 512 threads (N = 6144 and 12288 bf16)
-    // take the kernels built for more blocks an SM (NormConfig::packed_row) past twice the rows
-    // the SMs hold of the other kernels (min_blocks_per_sm blocks of 512 threads), where fewer
-    // waves of blocks pay back the repacking's instructions. Cold L2 on an H200 (bench/NOTES.md,
-    // "Norm v54"): layer_norm bf16 N = 12288 0.87-0.95x the time at M = 1024-65536 (82.5 -> 94.1%
-    // of copy at 16384) but 1.05x at M = 512, N = 6144 0.95-0.96x at M >= 2048 but 1.01x at 1024,
-    // 1.02-1.13x at M = 256 (graphs); on 64 and 128 threads, and at five groups, level to 1.03x.
+    // Plain calls without the add, rows of three groups on 256 or 512 threads (N = 6144 and 12288
+    // bf16), take the kernels built for more blocks an SM (NormConfig::packed_row) past twice the
+    // rows the SMs hold of the other kernels (min_blocks_per_sm blocks of 512 threads), where
+    // fewer waves of blocks pay back the repacking's instructions. Cold L2 on an H200 (bench/
+    // NOTES.md, "Norm v54"): layer_norm bf16 N = 12288 0.87-0.95x the time at M = 1024-65536
+    // (82.5 -> 94.1% of copy at 16384) but 1.05x at M = 512, N = 6144 0.95-0.96x at M >= 2048 but
+    // 1.01x at 1024, 1.02-1.13x at M = 256 (graphs); on 64 and 128 threads, and at five groups,
+    // level to 1.03x. rms_norm, where the general kernel ran before ("Norm v55"): 12288 0.88-0.93x
+    // at M >= 1024 (89.7 -> 97.6% at 16384), 6144 0.98-0.99x at M >= 2048.
     auto takes_packed_row = [&](const NormConfig& k) {
-      return shape.layer && !shape.adds_residual && shape.fixed_threads_built && k.plain &&
+      return !shape.adds_residual && shape.plain_form && shape.fixed_threads_built &&
              k.items == 3 && k.rows_per_block == 1 &&
              (k.threads_per_row == 256 || k.threads_per_row == kNormMaxThreads) &&
              shape.rows > 2 * sm_count * (shape.min_blocks_per_sm * kNormMaxThreads /
@@ -466,8 +469,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
         // A decode step's rows split all the same (M = 32 at N = 5120, 6144 bf16).
         NormConfig split = c;
         split.plain = shape.plain_form;
-        c.plain = takes_plain(c);
         c.packed_row = takes_packed_row(c);
+        c.plain = takes_plain(c) || c.packed_row;
         return take_split_rows(shape, &split) ? split : c;
       }
       if (takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,

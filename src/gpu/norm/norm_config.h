@@ -67,13 +67,15 @@ struct NormConfig {
   int split_blocks = 1;
   // Registers path: take the plain kernels (OutputForm::kPlain: a weight and nothing else, the
   // same bits as the general ones) where the call is plain and they are built. The heuristic sets
-  // it up to twice as many rows as SMs, where a call's time is mostly its instruction latency;
-  // at larger batches they measured 2-6% slower (bench/NOTES.md, "Norm v17").
+  // it up to twice as many rows as SMs, where a call's time is mostly its instruction latency
+  // (at larger batches they measured 2-6% slower: bench/NOTES.md, "Norm v17"), and beyond that
+  // for LayerNorm's rows and with packed_row (norm_config.cc says which).
   bool plain = false;
-  // Registers path, LayerNorm alone's plain kernels of three groups a thread on 256 or 512
+  // Registers path, the plain kernels without the add (LayerNorm's and RMSNorm's; the call must
+  // be plain, and the config's `plain` is set with it) of three groups a thread on 256 or 512
   // threads, one row a block (N = 6144 and 12288 bf16): the kernel built for
   // kNormPackedRowSmThreads threads an SM rather than 1024, its row held packed (two 16-bit
-  // elements a register) through both reductions instead of as the floats its sums unpacked,
+  // elements a register) through the reductions instead of as the floats its sums unpacked,
   // which is what fits it in 40 registers unspilled. An SM then holds half as many rows again,
   // the loads of some in flight while others reduce and store; the repacking costs instructions,
   // which only batches of several waves of blocks win back (the heuristic sets it there:
@@ -248,8 +250,8 @@ NormConfig choose_norm_config(const NormShape& shape);
 // Fewer kernels are built for runs (norm_launch.cuh, pick_norm_kernel), so it keeps what sets a
 // row's reduction order (the path; the cluster and staged paths' shapes) and hence its bits, and
 // on the registers path drops what those kernels lack: the split and shared rows, the weight at
-// the output and the plain form go, and three or five groups per thread become four (on twice
-// the threads for five, fewer rows a block), which sums in the same order.
+// the output, the plain form and the packed rows go, and three or five groups per thread become
+// four (on twice the threads for five, fewer rows a block), which sums in the same order.
 NormConfig norm_config_for_runs(const NormShape& shape, NormConfig config);
 
 // Whether a cluster-path config's blocks x threads x items groups are exactly the row's groups

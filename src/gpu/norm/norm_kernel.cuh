@@ -83,9 +83,10 @@ enum class OutputForm {
 // nothing. kForm: OutputForm.
 // kPFirst (finish_row's choice): kept_y holds p = h * w from before the reduction, whose max
 // travels beside the sum (MaxBesideSum, a dynamic scale), and y = p * rstd after it.
-// kPackedRow (LayerNorm's rows of two reductions, 16-bit, no add): the row waits packed through
-// both reductions, not as the floats that its sum and its squares unpacked; for kernels built for
-// more blocks an SM than their floats would leave registers for (norm_registers_kernel.cuh).
+// kPackedRow (16-bit rows without the add; LayerNorm's of two reductions): the row waits packed
+// through the reductions, not as the floats that its sum and its squares unpacked; for kernels
+// built for more blocks an SM than their floats would leave registers for
+// (norm_registers_kernel.cuh).
 template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, bool kPackedRow, int kItems,
           class Affine, class Reduce, class ReduceMax, class StaticScale, class Moments,
           class MaxRule>
@@ -101,9 +102,9 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
   const int n = static_cast<int>(a.cols);  // <= 262144 on these paths
-  static_assert(!kPackedRow || (K::kLayer && !K::kAdd && sizeof(TR) == 2 && !Moments::kUsed &&
-                                !Moments::kTree),
-                "a packed row: LayerNorm alone, 16-bit, its moments in two reductions");
+  static_assert(!kPackedRow || (!K::kAdd && !K::kFp8Out && sizeof(TR) == 2 &&
+                                !Moments::kUsed && !Moments::kTree),
+                "a packed row: 16-bit, no add, no fp8 output, LayerNorm's in two reductions");
   // Makes h's words opaque to the compiler (opaque_register), so that what follows unpacks them
   // again and nothing unpacked before stays live.
   auto repack = [&] {

@@ -126,14 +126,15 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
 // plain ones took 0.92-0.98x the time at M >= 2048 on an H200 ("Norm v53"). The other forms, whose
 // plain kernels measured level or slower past the small batches, keep the general kernel: fewer
 // kernels to build. Three groups on 256 and 512 threads come twice in the plain form, the second
-// built for more blocks an SM (NormConfig::packed_row).
+// built for more blocks an SM (NormConfig::packed_row); RMSNorm alone has that second one too, its
+// only plain kernel of an odd group count.
 template <class K, int kItems>
 auto odd_items_registers_kernel(const NormConfig& cfg, bool plain) {
   const auto general = norm_registers_kernel<K, RowFit::kExact, kItems>;
-  if constexpr (K::kLayer && !K::kAdd && K::kPlainBuilt) {
+  if constexpr (!K::kAdd && K::kPlainBuilt) {
     if (plain && cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
       const bool packed = cfg.packed_row;
-      auto fixed_plain = [packed](auto threads_tag) {
+      auto fixed_plain = [&](auto threads_tag) {
         constexpr int kThreads = decltype(threads_tag)::value;
         if constexpr (kItems == 3 && kThreads >= 256) {
           if (packed) {
@@ -141,7 +142,11 @@ auto odd_items_registers_kernel(const NormConfig& cfg, bool plain) {
                                          false, false, true>;
           }
         }
-        return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true>;
+        if constexpr (K::kLayer) {
+          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true>;
+        } else {
+          return general;  // RMSNorm: its packed rows only
+        }
       };
       return fixed_row_threads_kernel<true>(cfg.threads_per_row, fixed_plain, general);
     }

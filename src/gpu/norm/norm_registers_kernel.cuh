@@ -152,17 +152,17 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // The registers kernel's launch bound (__launch_bounds__): up to 512 threads a block, on as many
 // blocks an SM as K's register budget says (K::kMinBlocksPerSm), or one where a block holds the
 // affine beside its share of a row (kSharedRowsHoldAffine; kSpreadRows: shared or split rows).
-// kPackedRow (NormConfig::packed_row): LayerNorm alone's plain kernels of three groups a thread
-// on 256 or 512 threads, one row a block, built for 1536 threads an SM (40 registers) rather than
-// 1024, which the row held packed through both reductions (finish_row's kPackedRow) lets them
-// fit unspilled.
+// kPackedRow (NormConfig::packed_row): the plain kernels without the add (LayerNorm's, RMSNorm's)
+// of three groups a thread on 256 or 512 threads, one row a block, built for 1536 threads an SM
+// (40 registers) rather than 1024, which the row held packed through the reductions (finish_row's
+// kPackedRow) lets them fit unspilled; RMSNorm's weight, loaded beside the row, waits packed too.
 template <class K, RowFit kFit, int kItems, int kThreadsPerRow, bool kPlain, bool kSpreadRows,
           bool kPackedRow>
 struct RegistersKernelBound {
-  static_assert(!kPackedRow || (K::kLayer && !K::kAdd && kPlain && kItems == 3 &&
+  static_assert(!kPackedRow || (!K::kAdd && kPlain && kItems == 3 &&
                                 kFit == RowFit::kExact && !kSpreadRows &&
                                 (kThreadsPerRow == 256 || kThreadsPerRow == 512)),
-                "a packed row: LayerNorm alone's plain kernels of 256 or 512 threads x 3 groups");
+                "a packed row: plain kernels without the add, 256 or 512 threads x 3 groups");
   static constexpr int kThreads = kPackedRow ? kThreadsPerRow : K::kMaxThreads;
   static constexpr int kMinBlocks =
       kPackedRow ? kNormPackedRowSmThreads / kThreads
