@@ -133,11 +133,10 @@ auto odd_items_registers_kernel(const NormConfig& cfg, bool plain) {
   const auto general = norm_registers_kernel<K, RowFit::kExact, kItems>;
   if constexpr (!K::kAdd && K::kPlainBuilt) {
     if (plain && cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
-      const bool packed = cfg.packed_row;
       auto fixed_plain = [&](auto threads_tag) {
         constexpr int kThreads = decltype(threads_tag)::value;
         if constexpr (kItems == 3 && kThreads >= 256) {
-          if (packed) {
+          if (cfg.packed_row) {
             return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true,
                                          false, false, true>;
           }
