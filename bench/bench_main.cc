@@ -51,6 +51,8 @@ const char kUsage[] =
     "                     lines) or by a memset (triton do_bench; leaves dirty lines)\n"
     "  --sweep            GPU: also time alternative launch configurations\n"
     "  --sweep-only WORD  with --sweep: only those whose label contains WORD (and the chosen one)\n"
+    "  --size-copy        GPU: also time, per case, a device copy moving the same bytes (the\n"
+    "                     roofline at that size) and report each case as % of it\n"
     "  --cpu              time the CPU backend even when a GPU is present\n"
     "  --json PATH        write all results as JSON\n"
     "  --commit SHA       recorded in the JSON (default: $FUSEKIT_COMMIT, else unknown)\n";
@@ -96,6 +98,8 @@ int parse_args(int argc, char** argv, Options* o) {
       o->cpu = true;
     } else if (a == "--sweep") {
       o->run.sweep = true;
+    } else if (a == "--size-copy") {
+      o->run.size_copy = true;
     } else if (a == "--sweep-only") {
       ok = next(&o->run.sweep_only) && !o->run.sweep_only.empty();
     } else if (a == "--shapes") {
@@ -179,6 +183,9 @@ int bench_main(int argc, char** argv) {
   if (!gpu && !o.max_bytes_given) o.plan.max_bytes = kCpuDefaultMaxBytes;
   if (!gpu && o.run.sweep) {
     std::fprintf(stderr, "note: --sweep applies to GPU runs only; ignored\n");
+  }
+  if (!gpu && o.run.size_copy) {
+    std::fprintf(stderr, "note: --size-copy applies to GPU runs only; ignored\n");
   }
 
   Plan plan;

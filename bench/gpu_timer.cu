@@ -248,6 +248,24 @@ Status GpuTimer::copy_bandwidth(std::size_t bytes, int runs, double* gbps) {
   return dst.release();
 }
 
+Status GpuTimer::time_copy_cold(std::size_t bytes, int min_runs, ColdTiming* timing) {
+  const std::size_t half = std::max<std::size_t>(bytes / 2, 1);
+  DeviceBuffer src, dst;
+  BENCH_GPU_TRY("malloc (copy source)", gpu::malloc_device(&src.ptr, half));
+  BENCH_GPU_TRY("malloc (copy target)", gpu::malloc_device(&dst.ptr, half));
+  const StreamHandle stream = impl_->stream;
+  BENCH_GPU_TRY("memset", gpu::memset_async(src.ptr, 1, half, stream));
+  const StreamCall copy = [&](Stream s) {
+    return status_from("memcpy D2D", gpu::memcpy_async(dst.ptr, src.ptr, half,
+                                                       gpu::CopyDirection::kD2D,
+                                                       static_cast<StreamHandle>(s)));
+  };
+  BENCH_TRY(time_cold(copy, min_runs, timing));
+  BENCH_GPU_TRY("stream_synchronize", gpu::stream_synchronize(stream));
+  BENCH_TRY(src.release());
+  return dst.release();
+}
+
 Status GpuTimer::graph_floor(int launches, double* us_per_launch) {
   const StreamCall empty = [](Stream s) {
     return status_from("empty kernel launch",

@@ -69,6 +69,11 @@ class GpuTimer {
   // Median of `runs` timed copies after warm-up.
   Status copy_bandwidth(std::size_t bytes, int runs, double* gbps);
 
+  // A device-to-device copy moving `bytes` in all (bytes / 2 read from one buffer, written to
+  // another), timed as time_cold times a call: the roofline of a call that moves those bytes,
+  // which falls short of copy_bandwidth's for transfers of tens of MB (a fixed start and tail).
+  Status time_copy_cold(std::size_t bytes, int min_runs, ColdTiming* timing);
+
   // A graph of `launches` empty kernels, replayed; median time per launch in microseconds.
   Status graph_floor(int launches, double* us_per_launch);
 

@@ -23,6 +23,7 @@ const char* flush_mode_name(FlushMode mode) { return mode == FlushMode::kRead ? 
 const GpuFacts& GpuTimer::facts() const { return impl_->facts; }
 Stream GpuTimer::stream() const { return nullptr; }
 Status GpuTimer::copy_bandwidth(std::size_t, int, double*) { return not_built(); }
+Status GpuTimer::time_copy_cold(std::size_t, int, ColdTiming*) { return not_built(); }
 Status GpuTimer::graph_floor(int, double*) { return not_built(); }
 Status GpuTimer::time_cold(const StreamCall&, int, ColdTiming*) { return not_built(); }
 Status GpuTimer::time_graph(const StreamCall&, double, int, GraphTiming*) { return not_built(); }

@@ -62,14 +62,27 @@ void print_table(std::FILE* out, const Env& env, const std::vector<Row>& rows) {
     std::fprintf(out, "# rows padded: each per-row tensor's row stride is its width + %lld\n",
                  static_cast<long long>(env.row_pad));
   }
+  // --size-copy: a column of each case against a device copy of its own bytes.
+  const bool size_copy = std::any_of(rows.begin(), rows.end(),
+                                     [](const Row& r) { return std::isfinite(r.copy_us); });
+  if (size_copy) {
+    std::fprintf(out, "# %% size copy: a device copy moving the same bytes, timed the same way, "
+                      "as %% of this call's GB/s\n");
+  }
   std::vector<std::vector<std::string>> cells = {
-      {"op", "M", "N", "dtype", "us", "graph_us", "GB/s", "% copy", "config"}};
+      {"op", "M", "N", "dtype", "us", "graph_us", "GB/s", "% copy"}};
+  if (size_copy) cells[0].push_back("% size copy");
+  cells[0].push_back("config");
   for (const Row& r : rows) {
     cells.push_back({r.op, std::to_string(r.m), std::to_string(r.n), r.dtype, fmt(r.us, "%.2f"),
-                     fmt(r.graph_us, "%.2f"), fmt(r.gbps, "%.1f"), fmt(r.pct_copy, "%.1f%%"),
-                     r.config});
+                     fmt(r.graph_us, "%.2f"), fmt(r.gbps, "%.1f"), fmt(r.pct_copy, "%.1f%%")});
+    if (size_copy) cells.back().push_back(fmt(r.pct_size_copy, "%.1f%%"));
+    cells.back().push_back(r.config);
   }
-  print_aligned(out, cells, {true, false, false, true, false, false, false, false, true});
+  std::vector<bool> left = {true, false, false, true, false, false, false, false};
+  if (size_copy) left.push_back(false);
+  left.push_back(true);
+  print_aligned(out, cells, left);
 }
 
 void print_sweeps(std::FILE* out, const Env& env, const std::vector<Row>& rows) {
@@ -123,6 +136,10 @@ Status write_json(const std::string& path, const Env& env, const std::vector<Row
     w.key("graph_calls").value(r.graph_calls);
     number_or_null(w, "GBps", r.gbps);
     number_or_null(w, "pct_copy", r.pct_copy);
+    if (std::isfinite(r.copy_us)) {  // --size-copy
+      number_or_null(w, "copy_us", r.copy_us);
+      number_or_null(w, "pct_size_copy", r.pct_size_copy);
+    }
     w.key("config").value(r.config);
     if (!r.sweep.empty()) {
       w.key("sweep").begin_array();

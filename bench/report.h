@@ -35,6 +35,8 @@ struct Row {
   int graph_calls = 0;
   double gbps = kNoValue;      // bytes / us
   double pct_copy = kNoValue;  // gbps / the run's copy bandwidth
+  double copy_us = kNoValue;   // --size-copy: a device copy of the same bytes, timed as `us`
+  double pct_size_copy = kNoValue;  // copy_us / us: % of what a copy of these bytes reaches
   std::string config;
   std::vector<SweepResult> sweep;
 };

@@ -84,12 +84,17 @@ Row start_row(const Case& c) {
 void finish_row(const Env& env, Row* r, std::size_t index, std::size_t total) {
   r->gbps = static_cast<double>(r->bytes) / (r->us * 1e3);
   r->pct_copy = 100.0 * r->gbps / env.copy_gbps;
+  r->pct_size_copy = 100.0 * r->copy_us / r->us;  // NaN where no copy was timed
   std::fprintf(stderr, "[%zu/%zu] %s M=%lld N=%lld %s: %.2f us", index + 1, total, r->op.c_str(),
                static_cast<long long>(r->m), static_cast<long long>(r->n), r->dtype.c_str(),
                r->us);
   if (std::isfinite(r->graph_us)) std::fprintf(stderr, ", graph %.2f us", r->graph_us);
-  std::fprintf(stderr, ", %.1f GB/s (%.1f%% of copy) %s\n", r->gbps, r->pct_copy,
-               r->config.c_str());
+  std::fprintf(stderr, ", %.1f GB/s (%.1f%% of copy", r->gbps, r->pct_copy);
+  if (std::isfinite(r->copy_us)) {
+    std::fprintf(stderr, "; a copy of the same bytes %.2f us: %.1f%% of it", r->copy_us,
+                 r->pct_size_copy);
+  }
+  std::fprintf(stderr, ") %s\n", r->config.c_str());
 }
 
 // One pool of random inputs per dtype, made when first needed.
@@ -222,6 +227,12 @@ int run_gpu(const RunOptions& o, const Plan& plan, Env* env, std::vector<Row>* r
     }
     s = ws.release();
     if (!s.ok()) return fail(name + ": freeing", s);
+    if (o.size_copy) {
+      ColdTiming copy;
+      s = timer->time_copy_cold(static_cast<std::size_t>(c.bytes), o.gpu_runs, &copy);
+      if (!s.ok()) return fail(name + ": a copy of the same bytes", s);
+      r.copy_us = copy.median_us;
+    }
     finish_row(*env, &r, i, plan.cases.size());
     rows->push_back(std::move(r));
   }

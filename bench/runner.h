@@ -20,6 +20,9 @@ struct RunOptions {
   std::string sweep_only;
   int gpu_runs = 50;   // at least this many cold-L2 runs per case
   FlushMode flush = FlushMode::kRead;  // how cold-L2 runs empty the L2 (gpu_timer.h)
+  // Also time, per case, a device copy moving the case's bytes (GpuTimer::time_copy_cold): the
+  // roofline at that size, which a call of tens of MB cannot reach at copy_bandwidth's rate.
+  bool size_copy = false;
 };
 
 // Return 0, or 1 after printing what failed. `env` gets the device, copy bandwidth and floor.
