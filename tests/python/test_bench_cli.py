@@ -137,15 +137,42 @@ def test_quick_run_writes_table_json_and_plot(tmp_path, device):
     assert shapes == sorted((op, m, QUICK_N) for op in ops for m in QUICK_M)
     for row in doc["rows"]:
         check_row(row, device)
+        # No copy of each row's bytes unless --size-copy asks for it.
+        assert "copy" not in row
+        assert all("pct_size_copy" not in r for r in row["results"].values()), row
     for op in ops:
         assert op in proc.stdout
-    assert "copy bandwidth" in proc.stdout
+    assert "copy bandwidth" in proc.stdout and "% size copy" not in proc.stdout
     if device == "cpu":
         assert "CPU" in proc.stdout and "host" in proc.stdout
     if HAS_MATPLOTLIB:
         assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     else:
         assert not out_png.exists() and "matplotlib" in proc.stderr
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_size_copy_times_a_copy_of_each_rows_bytes(tmp_path, device):
+    # --size-copy: each row also times a copy moving its bytes by its calls' method (graph
+    # replay at M <= 256 on a GPU), and each implementation's time is given against it.
+    proc, out_json, _ = run_bench(tmp_path, "--quick", "--device", device, "--size-copy",
+                                  "--ops", "rms_norm,silu_and_mul_quant_fp8", "--M", "3,257",
+                                  "--N", "64,769", "--impls", "fusekit,eager", "--plot", "")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    assert len(doc["rows"]) == 8
+    for row in doc["rows"]:
+        method = "host" if device == "cpu" else ("graph" if row["M"] <= 256 else "cold")
+        copy = row["copy"]
+        assert copy["method"] == method, row
+        positive(copy, "time_us")
+        for name in ("fusekit", "eager"):
+            result = row["results"][name]
+            assert result["pct_size_copy"] == pytest.approx(
+                100 * copy["time_us"] / result["time_us"]), (name, row)
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("op "))
+    assert header.count("% size copy") == 1, header
+    assert header.index("% copy") < header.index("% size copy") < header.index("fusekit x")
 
 
 def test_runs_without_matplotlib_and_tqdm(tmp_path):

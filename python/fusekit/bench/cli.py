@@ -77,6 +77,11 @@ def parser() -> argparse.ArgumentParser:
                     help="time each shape's implementations this many times in turn (A B C A B "
                          "C ...) and report each one's median round; a cell's neighbours and "
                          "its place in the run then weigh less (default 1)")
+    ap.add_argument("--size-copy", action="store_true",
+                    help="also time, per shape, a copy moving the row's bytes (half read, half "
+                         "written) by the same method as its calls, and give each "
+                         "implementation as %% of it: the roofline at that size, which calls "
+                         "of tens of MB cannot reach at the 1 GiB copy's rate")
     ap.add_argument("--quick", action="store_true",
                     help=f"few shapes (M {QUICK['M']}, N {QUICK['N']} unless given) and few runs")
     ap.add_argument("--json", default="fusekit-bench.json", help="output JSON ('' for none)")
@@ -179,6 +184,15 @@ def _combine(rounds: list) -> dict:
     return result
 
 
+def _size_copy(timer, nbytes: int, small: bool) -> dict:
+    """A copy moving `nbytes` in all (half read from one buffer, half written to another), timed
+    as timer.measure times a call of that batch size: the roofline at the row's size."""
+    half = max(nbytes // 2, 1)
+    src = torch.full((half,), 7, dtype=torch.uint8, device=timer.device)
+    dst = torch.empty_like(src)
+    return timer.measure(lambda: dst.copy_(src), small)
+
+
 def _failed(timer, error: BaseException) -> dict:
     if timer.device == "cuda":
         torch.cuda.synchronize()
@@ -217,7 +231,8 @@ def run(args, ap) -> int:
                     else:
                         plan.append((spec, m, n))
     steps = {spec.name: len(impls.for_op(spec)) for specs, _, _, _ in groups for spec in specs}
-    progress = Progress(1 + args.rounds * sum(steps[spec.name] for spec, _, _ in plan),
+    copies = len(plan) if args.size_copy else 0
+    progress = Progress(1 + copies + args.rounds * sum(steps[spec.name] for spec, _, _ in plan),
                         enabled=not args.no_progress)
     progress.start("copy bandwidth")
     copy_gbps = timer.copy_gbps(dtype)
@@ -281,6 +296,14 @@ def run(args, ap) -> int:
         for name, result in row["results"].items():
             if name == "compile" and "error" in result:
                 impls.failed(spec, name, result["error"])
+        if args.size_copy:
+            label = f"{spec.name} {m}x{n} copy of the same bytes"
+            progress.start(label)
+            try:
+                row["copy"] = _size_copy(timer, row["bytes"], small)
+            except Exception as error:  # out of memory, most likely
+                row["copy"] = _failed(timer, error)
+            progress.step(label)
         # The table lists the implementations in the run's order.
         row["results"] = {name: row["results"][name] for name in impls.for_op(spec)
                           if name in row["results"]}

@@ -6,13 +6,16 @@ fusekit's build, commit, date), the JSON document, and the plain-text tables pri
 JSON schema (version 1):
   {"schema": 1, "env": {...}, "copy_GBps": float, "rows": [row, ...], "skipped": [...]}
   row: {"op", "family" ("norm" | "act_and_mul"), "M", "N", "dtype", "bytes",
-        "results": {impl: result}}
+        "results": {impl: result},
+        "copy"? (--size-copy: a copy moving the row's bytes, timed as its calls: {"time_us",
+        "method", ...} as a result's, or {"error"})}
        (act_and_mul rows: N is the output width, the input x is [M, 2N]; the *_quant_fp8 ops
        write e4m3fn codes and a float32 scale per row)
   result: {"time_us", "method" ("graph" | "cold" | "host"), "cold_us"?, "graph_us"?,
            "rounds_us"? (--rounds > 1: each round's time; the times above are their medians),
            "call_us",
-           "GBps", "pct_copy", "max_abs_diff_vs_eager" (fp8 ops: of the decoded values,
+           "GBps", "pct_copy", "pct_size_copy"? (--size-copy: copy time_us / time_us, in %),
+           "max_abs_diff_vs_eager" (fp8 ops: of the decoded values,
            codes * scale), "fp8_max_steps_vs_eager"?, "scale_max_rel_diff_vs_eager"?,
            "within_tolerance"? (fp8 ops: codes within one e4m3fn step of eager's, scales within
            1e-3), "backend"? (fusekit only), "speedup"? / "call_speedup"? (fusekit only: baseline
@@ -38,10 +41,13 @@ SCHEMA = 1
 
 def derive(row: dict, copy_gbps: float) -> None:
     """Adds GB/s and % of copy bandwidth to each result, and fusekit's speedups over the others."""
+    size_copy_us = row.get("copy", {}).get("time_us")
     for result in row["results"].values():
         if "time_us" in result:
             result["GBps"] = row["bytes"] / (result["time_us"] * 1e-6) / 1e9
             result["pct_copy"] = 100.0 * result["GBps"] / copy_gbps
+            if size_copy_us is not None:
+                result["pct_size_copy"] = 100.0 * size_copy_us / result["time_us"]
     ours = row["results"].get("fusekit", {})
     if "time_us" not in ours:
         return
@@ -132,11 +138,15 @@ def _note(notes: list, text: str) -> int:
     return notes.index(text) + 1
 
 
-def _cells(key: list, label: str, name: str, result: dict, ours: dict, notes: list) -> list:
+def _cells(key: list, label: str, name: str, result: dict, ours: dict, notes: list,
+           size_copy: str | None) -> list:
+    """A line of the table; size_copy: the "% size copy" cell's text where the table has that
+    column (filled in here from the result), else None."""
     for kind in ("error", "skipped"):
         if kind in result:
             text = result[kind] if kind == "skipped" else f"{label} {name}: {result[kind]}"
-            return key + [name, f"{kind} [{_note(notes, text)}]"] + [""] * 6
+            blank = 6 + (size_copy is not None)
+            return key + [name, f"{kind} [{_note(notes, text)}]"] + [""] * blank
     flags = []
     backend = result.get("backend", "")
     if backend.startswith("fallback"):
@@ -153,22 +163,36 @@ def _cells(key: list, label: str, name: str, result: dict, ours: dict, notes: li
     backend = ", ".join(flags)
     speedup = ours.get("speedup", {}).get(name)
     call_speedup = ours.get("call_speedup", {}).get(name)
-    return key + [name, backend, f"{_us(result['time_us'])} {result['method']}",
-                  _us(result.get("call_us")), f"{result['GBps']:.1f}",
-                  f"{result['pct_copy']:.0f}%", _times(speedup), _times(call_speedup)]
+    cells = key + [name, backend, f"{_us(result['time_us'])} {result['method']}",
+                   _us(result.get("call_us")), f"{result['GBps']:.1f}",
+                   f"{result['pct_copy']:.0f}%"]
+    if size_copy is not None:
+        pct = result.get("pct_size_copy")
+        cells.append(size_copy if pct is None else f"{pct:.0f}%")
+    return cells + [_times(speedup), _times(call_speedup)]
 
 
 def table(rows: list, device: str) -> str:
     """One line per implementation, the op and shape on the first line of each group."""
     time_head = "GPU us" if device == "cuda" else "host us"
+    # --size-copy: each implementation against a copy of the row's bytes timed the same way.
+    size_copy = any("copy" in row for row in rows)
     header = ["op", "M", "N", "impl", "backend", time_head, "call us", "GB/s", "% copy",
               "fusekit x", "call x"]
+    if size_copy:
+        header.insert(9, "% size copy")
     groups, notes = [], []
     for row in rows:
         ours = row["results"].get("fusekit", {})
         label = f"{row['op']} {row['M']}x{row['N']}"
         key = [row["op"], str(row["M"]), str(row["N"])]
-        groups.append([_cells(key if i == 0 else ["", "", ""], label, name, result, ours, notes)
+        missing = None  # the size-copy cell where there is no copy time
+        if size_copy:
+            copy_error = row.get("copy", {}).get("error")
+            missing = (f"- [{_note(notes, f'{label} copy of the same bytes: {copy_error}')}]"
+                       if copy_error else "-")
+        groups.append([_cells(key if i == 0 else ["", "", ""], label, name, result, ours, notes,
+                              missing)
                        for i, (name, result) in enumerate(row["results"].items())])
     lines = [cells for group in groups for cells in group]
     widths = [max(len(cells[i]) for cells in [header] + lines) for i in range(len(header))]
