@@ -22,9 +22,11 @@
 # instrumentation), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16),
 # SANITIZE_TIMES (start the longest tests first, by a previous run's times: for one tool, that
 # run's LOG_DIR/times.txt; for several, that run's LOG_DIR, holding TOOL/times.txt for each),
-# SANITIZE_PART=K/P (run part K of P: every P-th entry of the queue from the K-th, so that each
-# part gets its share of the long tests; for a sweep longer than one sitting on the GPU, each part
-# in a LOG_DIR of its own, the parts' times.txt files joined for a later SANITIZE_TIMES).
+# SANITIZE_PART=K/P (run part K of P: under each tool, every P-th test from the K-th of that tool's
+# tests ordered as the queue orders them, so that each part gets its share of the long tests; a
+# tool's parts depend on that tool's times alone, so parts run with different tools beside it still
+# split its tests between them; for a sweep longer than one sitting on the GPU, each part in a
+# LOG_DIR of its own, the parts' times.txt files joined for a later SANITIZE_TIMES).
 set -uo pipefail
 if [ "${1:-}" = --one ]; then  # internal: one test, one process
   shift
@@ -90,18 +92,19 @@ t0=$SECONDS
 export SANITIZE_TOOL_OPTIONS="$*"
 log_of() { echo "$(tool_dir "$1")/$(echo "$2" | tr '/' '_').log"; }
 # The queue: tests without a time in listing order (each under every tool in turn), then the
-# timed ones, longest first. Names hold no spaces: each line is "tool test log", three words
-# for xargs after the binary.
+# timed ones, longest first; a part takes its share of each tool's tests in that order. Names
+# hold no spaces: each line is "tool test log", three words for xargs after the binary.
 for ((i = 0; i < ${#tools[@]}; i++)); do
   tool=${tools[i]}
   printf '%s\n' "${times[$tool]}" |
     awk -v tool="$tool" -v index_="$i" '
       NR == FNR { if (NF == 2 && $1 ~ /^[0-9]+([.][0-9]*)?$/) t[$2] = $1; next }
-      { print (($0 in t) ? t[$0] : 1e12), FNR, index_, tool, $0 }' - "$(tool_dir "$tool")/tests.txt"
+      { print (($0 in t) ? t[$0] : 1e12), FNR, index_, tool, $0 }' - \
+      "$(tool_dir "$tool")/tests.txt" |
+    sort -k1,1gr -k2,2n | awk -v k="$part_index" -v p="$part_count" 'NR % p == k % p'
 done | sort -k1,1gr -k2,2n -k3,3n | while read -r _ _ _ tool test; do
   echo "$tool $test $(log_of "$tool" "$test")"
-done | awk -v k="$part_index" -v p="$part_count" 'NR % p == k % p' \
-  > "$(tool_dir "${tools[0]}")/order.txt"
+done > "$(tool_dir "${tools[0]}")/order.txt"
 xargs -L 1 -P "$jobs" bash "$0" --one "$binary" < "$(tool_dir "${tools[0]}")/order.txt"
 # Each tool's tests in this run (all of them, but for a part).
 tests_of() { awk -v tool="$1" '$1 == tool { print $2 }' "$(tool_dir "${tools[0]}")/order.txt"; }

@@ -154,6 +154,33 @@ else
   echo "FAIL: the two parts ran: $(tr '\n' ' ' < "$work/parts.log")"
   failures=$((failures + 1))
 fi
+# A tool's parts depend on its own times alone: part 1 of memcheck by itself and part 2 of
+# memcheck+racecheck, given the same memcheck times (as a file, and as a previous LOG_DIR), run
+# every test under memcheck exactly once between them, and racecheck on half of the tests.
+mkdir -p "$work/mixed_times/memcheck"
+printf '%s\n' "5 Half.OverflowAndSpecials" "2 FastDivide.EveryDivisorUpTo8192" \
+  > "$work/mixed_times/memcheck/times.txt"
+rm -f "$work/mixed.log"
+env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*:FastDivide.*' SANITIZE_JOBS=2 \
+  SANITIZE_PART=1/2 SANITIZE_TIMES="$work/mixed_times/memcheck/times.txt" \
+  FAKE_CALL_LOG="$work/mixed.log" bash "$script" memcheck "$binary" "$work/mixed1" \
+  > "$work/mixed.out" 2>&1
+rc1=$?
+env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*:FastDivide.*' SANITIZE_JOBS=2 \
+  SANITIZE_PART=2/2 SANITIZE_TIMES="$work/mixed_times" FAKE_CALL_LOG="$work/mixed.log" \
+  bash "$script" memcheck+racecheck "$binary" "$work/mixed2" >> "$work/mixed.out" 2>&1
+rc2=$?
+mixed=$(sed 's/^--tool \([a-z]*\) .*--gtest_filter=\(.*\)$/\1 \2/' "$work/mixed.log")
+if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+   [ "$(grep -c '^memcheck ' <<< "$mixed")" -eq 8 ] &&
+   [ "$(grep '^memcheck ' <<< "$mixed" | sort -u | wc -l)" -eq 8 ] &&
+   [ "$(grep -c '^racecheck ' <<< "$mixed")" -eq 4 ]; then
+  echo "ok: parts run with other tools beside one still split that tool's tests between them"
+else
+  echo "FAIL: parts with different tools: rc $rc1 and $rc2, calls: ${mixed//$'\n'/, }"
+  sed 's/^/    /' "$work/mixed.out"
+  failures=$((failures + 1))
+fi
 for bad in 0/2 3/2 1 x/y; do
   env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*' SANITIZE_PART="$bad" \
     bash "$script" memcheck "$binary" "$work/bad" > "$work/bad.out" 2>&1
