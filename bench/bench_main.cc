@@ -52,7 +52,7 @@ const char kUsage[] =
     "  --sweep            GPU: also time alternative launch configurations\n"
     "  --sweep-only WORD  with --sweep: only those whose label contains WORD (and the chosen one)\n"
     "  --size-copy        GPU: also time, per case, a device copy moving the same bytes (the\n"
-    "                     roofline at that size) and report each case as % of it\n"
+    "                     roofline at that size) and report each case as %% of it\n"
     "  --cpu              time the CPU backend even when a GPU is present\n"
     "  --json PATH        write all results as JSON\n"
     "  --commit SHA       recorded in the JSON (default: $FUSEKIT_COMMIT, else unknown)\n";

@@ -30,6 +30,10 @@ for r in rows:
 PY
 }
 
+# The usage text is a printf format: its option line must print as written.
+"$bench" --help | grep -q "report each case as % of it$" ||
+  fail "--help: the --size-copy line does not print as written"
+
 args=(--ops rms_norm,silu_and_mul_quant_fp8 --M 3,257 --N 64,769)
 "$bench" --cpu --size-copy "${args[@]}" --json "$work/cpu.json" > "$work/cpu.txt" \
   2> "$work/cpu.err" || fail "--cpu --size-copy: exit $? ($(tail -3 "$work/cpu.err"))"
