@@ -85,6 +85,29 @@ struct DeviceBuffer {
   }
 };
 
+// The source and target of a timed device-to-device copy of `bytes`, the source filled so the
+// copy moves written memory (copy_bandwidth and time_copy_cold time the same kind of copy).
+struct CopyBuffers {
+  DeviceBuffer src, dst;
+  std::size_t bytes = 0;
+  Status allocate(std::size_t n, StreamHandle s) {
+    bytes = n;
+    BENCH_GPU_TRY("malloc (copy source)", gpu::malloc_device(&src.ptr, n));
+    BENCH_GPU_TRY("malloc (copy target)", gpu::malloc_device(&dst.ptr, n));
+    BENCH_GPU_TRY("memset", gpu::memset_async(src.ptr, 1, n, s));
+    BENCH_GPU_TRY("memset", gpu::memset_async(dst.ptr, 0, n, s));
+    return Status();
+  }
+  Status copy(StreamHandle s) const {
+    return status_from("memcpy D2D",
+                       gpu::memcpy_async(dst.ptr, src.ptr, bytes, gpu::CopyDirection::kD2D, s));
+  }
+  Status release() {
+    BENCH_TRY(src.release());
+    return dst.release();
+  }
+};
+
 struct GraphExec {
   GraphExecHandle exec = nullptr;
   ~GraphExec() {
@@ -229,41 +252,26 @@ Status GpuTimer::create(int device, FlushMode flush, std::unique_ptr<GpuTimer>* 
 
 Status GpuTimer::copy_bandwidth(std::size_t bytes, int runs, double* gbps) {
   Impl& m = *impl_;
-  DeviceBuffer src, dst;
-  BENCH_GPU_TRY("malloc (copy source)", gpu::malloc_device(&src.ptr, bytes));
-  BENCH_GPU_TRY("malloc (copy target)", gpu::malloc_device(&dst.ptr, bytes));
-  BENCH_GPU_TRY("memset", gpu::memset_async(src.ptr, 1, bytes, m.stream));
-  BENCH_GPU_TRY("memset", gpu::memset_async(dst.ptr, 0, bytes, m.stream));
-  auto copy = [&]() {
-    return status_from("memcpy D2D", gpu::memcpy_async(dst.ptr, src.ptr, bytes,
-                                                       gpu::CopyDirection::kD2D, m.stream));
-  };
-  for (int i = 0; i < kWarmupCalls; ++i) BENCH_TRY(copy());
+  CopyBuffers buffers;
+  BENCH_TRY(buffers.allocate(bytes, m.stream));
+  for (int i = 0; i < kWarmupCalls; ++i) BENCH_TRY(buffers.copy(m.stream));
   std::vector<double> ms;
-  BENCH_TRY(m.time_pairs(std::max(runs, 1),
-                         [&](bool before_start) { return before_start ? Status() : copy(); }, &ms));
+  BENCH_TRY(m.time_pairs(std::max(runs, 1), [&](bool before_start) {
+    return before_start ? Status() : buffers.copy(m.stream);
+  }, &ms));
   *gbps = 2.0 * static_cast<double>(bytes) / (median(ms) * 1e-3) / 1e9;
   BENCH_GPU_TRY("stream_synchronize", gpu::stream_synchronize(m.stream));
-  BENCH_TRY(src.release());
-  return dst.release();
+  return buffers.release();
 }
 
 Status GpuTimer::time_copy_cold(std::size_t bytes, int min_runs, ColdTiming* timing) {
-  const std::size_t half = std::max<std::size_t>(bytes / 2, 1);
-  DeviceBuffer src, dst;
-  BENCH_GPU_TRY("malloc (copy source)", gpu::malloc_device(&src.ptr, half));
-  BENCH_GPU_TRY("malloc (copy target)", gpu::malloc_device(&dst.ptr, half));
   const StreamHandle stream = impl_->stream;
-  BENCH_GPU_TRY("memset", gpu::memset_async(src.ptr, 1, half, stream));
-  const StreamCall copy = [&](Stream s) {
-    return status_from("memcpy D2D", gpu::memcpy_async(dst.ptr, src.ptr, half,
-                                                       gpu::CopyDirection::kD2D,
-                                                       static_cast<StreamHandle>(s)));
-  };
+  CopyBuffers buffers;
+  BENCH_TRY(buffers.allocate(std::max<std::size_t>(bytes / 2, 1), stream));
+  const StreamCall copy = [&](Stream s) { return buffers.copy(static_cast<StreamHandle>(s)); };
   BENCH_TRY(time_cold(copy, min_runs, timing));
   BENCH_GPU_TRY("stream_synchronize", gpu::stream_synchronize(stream));
-  BENCH_TRY(src.release());
-  return dst.release();
+  return buffers.release();
 }
 
 Status GpuTimer::graph_floor(int launches, double* us_per_launch) {
