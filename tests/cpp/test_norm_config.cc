@@ -43,13 +43,13 @@ TEST(NormConfig, CoversEveryRowWithinKernelLimits) {
           if (c.path == NormConfig::Path::kRegisters) {
             ASSERT_GE(static_cast<int64_t>(c.threads_per_row) * c.items, groups);
             // Powers of two up to kNormMaxItems, or three or five (kNormOddItemCounts) covering
-            // whole groups exactly, or three with only each thread's last group tested.
+            // whole groups exactly or with only each thread's last group tested.
             if (norm_odd_items(c.items)) {
               const bool whole_rows = whole && n % group == 0;
               ASSERT_TRUE(
                   (whole_rows && static_cast<int64_t>(c.threads_per_row) * c.items == groups) ||
-                  (c.items == 3 && takes_last_partial(whole_rows, s.narrow_accesses, groups,
-                                                      c.threads_per_row, 3)));
+                  takes_last_partial(whole_rows, s.narrow_accesses, groups, c.threads_per_row,
+                                     c.items));
             } else {
               ASSERT_LE(c.items, kNormMaxItems);
               ASSERT_TRUE(is_pow2(c.items));

@@ -29,13 +29,15 @@ class NormFp8Invariance : public ::testing::TestWithParam<Param> {
 TEST_P(NormFp8Invariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const auto [backend, op, scale] = GetParam();
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    for (int64_t n : {64, 769, 2304, 3072, 4096, 5120, 5125, 14336, 20000, 20480, 32768}) {
-      // N = 3072 and 5120 exercise the GPU's three- and five-groups-per-thread kernels, 2304 and
-      // 14336 (bf16) its three and four with each thread's last group partly past the row, 64
-      // its blocks of many short rows (16384 of them fill the GPU), 20000 its staged path, 32768
-      // its cluster path in 2 blocks (bf16), 20480 in 5 and 14336 (float32) in 7; the CPU has
-      // no such path.
-      if ((n == 2304 || n == 3072 || n == 5120 || n > 16384) && backend != Backend::kGPU) {
+    for (int64_t n :
+         {64, 769, 2304, 3072, 4096, 5120, 5125, 5376, 14336, 20000, 20480, 32768}) {
+      // N = 3072 and 5120 exercise the GPU's three- and five-groups-per-thread kernels, 2304 its
+      // five, 5376 its three and 14336 (bf16) its four with each thread's last group partly past
+      // the row (2304 in fp32 at five too), 64 its blocks of many short rows (16384 of them fill
+      // the GPU), 20000 its staged path, 32768 its cluster path in 2 blocks (bf16), 20480 in 5 and
+      // 14336 (float32) in 7; the CPU has no such path.
+      if ((n == 2304 || n == 3072 || n == 5120 || n == 5376 || n > 16384) &&
+          backend != Backend::kGPU) {
         continue;
       }
       NormFp8Case batch;

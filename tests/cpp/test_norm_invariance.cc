@@ -144,7 +144,7 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
   const auto [layer, add, dtype] = GetParam();
   for (int64_t n :
        {7, 24, 40, 64, 384, 640, 768, 769, 1016, 1536, 2304, 2560, 3072, 3584, 4096, 4100,
-        5120, 5125, 6140, 6144, 8192, 12288, 16384}) {
+        4608, 5120, 5125, 6140, 6144, 8192, 12288, 16384}) {
     const int64_t m = 7;
     LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
     detail::NormProblem& p = in.p;
@@ -160,7 +160,9 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
     // 512 threads (12288), the last two also packed (NormConfig::packed_row), as are RMSNorm
     // alone's. N = 3584 at four groups per thread and 2304 at three: every thread's last
     // group tested against the row's end and its others not (RowFit::kLastPartial); 3584
-    // also against twice the threads (RowFit::kWhole). Rows off the group (769 at four,
+    // also against twice the threads (RowFit::kWhole); 2304 and 4608 (2304 of fp32) at five
+    // on half the threads too, full-width rows only (gpu::five_last_partial; not LayerNorm
+    // with the add, which has no five-group kernel). Rows off the group (769 at four,
     // 4100, 5125 and 6140 at three: the last group partial, the rows unaligned) take those
     // kernels too, 6140 covering the row exactly. N = 640, 768 and 1016 at one group a
     // thread on 128 threads, one row a block (16-bit rows): the kernel that tests each
@@ -179,9 +181,8 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
       if (gpu::norm_odd_items(items)) {
         const bool covers =
             (shape.whole_groups && threads * items == groups) ||
-            (items == 3 && gpu::takes_last_partial(shape.whole_groups,
-                                                   shape.narrow_accesses, groups, threads,
-                                                   items));
+            gpu::takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,
+                                    threads, items);
         ASSERT_EQ(made, covers && gpu::odd_items_built(layer, add, items));
         if (!made) continue;
       }

@@ -86,16 +86,16 @@ TEST(NormConfig, OddItemsWhereTheyCoverTheRowExactly) {
   }
 }
 
-// Rows of more than 2 x 2^k and fewer than 3 x 2^k whole groups (N = 1152, 2304, 4608 bf16) take
-// three groups per thread on 2^k threads once the batch fills the GPU, each thread's last group
-// partly past the row (items_last_partial), where four would leave every thread's last slot
-// idle; rows of 7 x 2^k keep four (their last slots partly past the row). So do such rows where
-// the groups are not whole and aligned (the next test), but not a single row.
+// Rows of more than 2 x 2^k and fewer than 3 x 2^k whole groups (N = 5376 bf16; 9 x 2^k groups
+// where no five is taken, below) take three groups per thread on 2^k threads once the batch fills
+// the GPU, each thread's last group partly past the row (items_last_partial), where four would
+// leave every thread's last slot idle; rows of 7 x 2^k keep four (their last slots partly past
+// the row). So do such rows where the groups are not whole and aligned (the next test), but not a
+// single row.
 TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
   using Case = RowsCase;
-  for (const Case& k : {Case{2304, 16384, 8, 128, 3}, Case{4608, 2048, 8, 256, 3},
-                        Case{1152, 65536, 8, 64, 3}, Case{5376, 16384, 8, 256, 3},
-                        Case{2304, 16384, 4, 256, 3}, Case{3584, 16384, 8, 128, 4}}) {
+  for (const Case& k : {Case{5376, 16384, 8, 256, 3}, Case{5376, 2048, 4, 512, 3},
+                        Case{2688, 16384, 4, 256, 3}, Case{3584, 16384, 8, 128, 4}}) {
     for (const bool layer : {false, true}) {
       for (const bool add : {false, true}) {
         NormShape s = whole_rows(k.group, layer, add);
@@ -110,8 +110,57 @@ TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
         expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
         s.narrow_accesses = false;
         s.whole_groups = true;
+        s.cols = k.cols;
         s.rows = 1;  // latency: a power of two, as few groups per thread as the chain takes
         EXPECT_NE(choose_norm_config(s).items, 3);
+      }
+    }
+  }
+}
+
+// Rows of more than 4 x 2^k and fewer than 5 x 2^k whole groups (9 x 2^k: N = 1152, 2304, 4608,
+// 9216 bf16) at batches that fill the GPU take five groups per thread on 2^k threads, only each
+// thread's last group tested (five_last_partial), in the forms with a five-group kernel and where
+// the exact five would be taken: RMSNorm (fp8 forms too) and its fused add, LayerNorm alone past
+// kLayerThreeOverFiveRowsPerSm rows an SM. LayerNorm with the add (no five-group kernel),
+// LayerNorm's smaller batches and rows of narrow accesses (no such kernel at those widths) take
+// three on twice the threads; a single row neither.
+TEST(NormConfig, FiveGroupsWhereTheyCoverTheRowWithTheLastPartly) {
+  using Case = RowsCase;
+  for (const Case& k : {Case{4608, 16384, 8, 128, 5}, Case{4608, 2048, 8, 128, 5},
+                        Case{2304, 16384, 8, 64, 5}, Case{1152, 65536, 8, 32, 5},
+                        Case{9216, 4096, 8, 256, 5}, Case{2304, 16384, 4, 128, 5}}) {
+    for (const bool layer : {false, true}) {
+      for (const bool add : {false, true}) {
+        NormShape s = whole_rows(k.group, layer, add);
+        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
+                     " group=" + std::to_string(k.group) + " N=" + std::to_string(k.cols) +
+                     " M=" + std::to_string(k.rows));
+        const int64_t groups = k.cols / k.group;
+        const bool five = !(layer && add);
+        const NormConfig c = expect_registers_shape(
+            s, k.cols, k.rows, five ? k.threads_per_row : 2 * k.threads_per_row, five ? 5 : 3);
+        EXPECT_TRUE(takes_last_partial(true, false, groups, c.threads_per_row, c.items));
+        EXPECT_EQ(five_last_partial(groups, c.threads_per_row, c.items), five);
+        if (!layer) {
+          s.fp8_output = true;
+          expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, 5);
+          s.fp8_output = false;
+        }
+        if (layer && !add && groups > 256) {  // four rows an SM (not mid-batch pairs): three
+          expect_registers_shape(s, k.cols, 4 * s.sm_count, 2 * k.threads_per_row, 3);
+        }
+        s.whole_groups = false;
+        s.narrow_accesses = true;
+        const NormConfig narrow =
+            expect_registers_shape(s, k.cols, k.rows, 2 * k.threads_per_row, 3);
+        EXPECT_FALSE(takes_last_partial(false, true, groups, k.threads_per_row, 5));
+        EXPECT_TRUE(takes_last_partial(false, true, groups, narrow.threads_per_row, 3));
+        s.narrow_accesses = false;
+        s.whole_groups = true;
+        s.cols = k.cols;
+        s.rows = 1;
+        EXPECT_FALSE(norm_odd_items(choose_norm_config(s).items));
       }
     }
   }

@@ -27,13 +27,12 @@ constexpr int kMaxRegisterThreadsPerRow = 512;
 // cross-warp step of the reduction grows with the warps).
 constexpr int kLatencyThreadsPerRow = 256;
 // The same for LayerNorm and the fused add (not their fp8 forms) where 512 threads cover the row
-// exactly (N a multiple of 4096 bf16): their longer chain per group (two reductions, or the add
-// and the store of h) pays more per group than the wider reduction costs. Graph replay at M = 1
-// (NOTES.md, v10) of layer_norm N = 4096 / 8192 1.97 / 2.62 us at 256 threads against 1.87 /
-// 2.40 at 512, fused_add_layer_norm 2.19 / 3.14 against 2.10 / 2.75, fused_add_rms_norm N = 8192
-// 2.13 against 2.02 (N = 4096 level); rms_norm 1.30 / 1.60 against 1.39 / 1.72. Where they would
-// leave slots idle they lose: N = 5120 (640 groups) layer_norm 2.42 -> 2.68, the fused add 1.99
-// -> 2.24.
+// exactly (N a multiple of 4096 bf16): their longer chain per group (two reductions, or the add and
+// the store of h) pays more per group than the wider reduction costs. Graph replay at M = 1
+// (NOTES.md, v10) of layer_norm N = 4096 / 8192 1.97 / 2.62 us at 256 threads against 1.87 / 2.40
+// at 512, fused_add_layer_norm 2.19 / 3.14 against 2.10 / 2.75, fused_add_rms_norm N = 8192 2.13
+// against 2.02 (N = 4096 level); rms_norm 1.30 / 1.60 against 1.39 / 1.72. Where they would leave
+// slots idle they lose: N = 5120 (640 groups) layer_norm 2.42 -> 2.68, the fused add 1.99 -> 2.24.
 constexpr int kLongChainLatencyThreadsPerRow = 512;
 // And for RMSNorm alone (no add), whose chain per group is the shortest: four groups per thread
 // on 128 threads replayed rms_norm [32, 4096] in 1.35 us against 1.41 at 256 x 2, [1, 4096] 1.27
@@ -343,16 +342,15 @@ NormConfig choose_norm_config(const NormShape& shape) {
     if (short_rows) {
       items = static_cast<int>(std::max<int64_t>(1, groups / kShortRowMinThreadsPerRow));
     }
-    // The fused add's kernels (one 512-thread block per SM: min_blocks_per_sm) at batches that
-    // fill the GPU: two groups per thread where they cover the row in at most
-    // kLatencyThreadsPerRow threads at mid batches, or exactly in the widest block (N = 8192
-    // bf16) at any; the latter measured level with four groups at M = 64-2048 and clear of the
-    // loss below at M = 256 (4.07 against 7.01 us with PDL).
-    // Not for fp8 outputs, whose dynamic form lost 10-25% at two groups per thread (NOTES.md, v9).
-    // LayerNorm (either form) takes the mid-batch rule too, up to its own bound: layer_norm
-    // [128, 4096] replayed in 2.30 us at 256 x 2 against 2.92 at 128 x 4, [256, 4096] 2.79
-    // against 2.96, fused_add_layer_norm 2.64 / 3.33 against 3.06 / 3.63 (H100, NOTES.md
-    // "Norm v13"); its fused add's bf16 rows at every batch (kLayerAddPairsMinThreads).
+    // The fused add's kernels (one 512-thread block per SM: min_blocks_per_sm) at batches that fill
+    // the GPU: two groups per thread where they cover the row in at most kLatencyThreadsPerRow
+    // threads at mid batches, or exactly in the widest block (N = 8192 bf16) at any; the latter
+    // measured level with four groups at M = 64-2048 and clear of the loss below at M = 256 (4.07
+    // against 7.01 us with PDL). Not for fp8 outputs, whose dynamic form lost 10-25% at two groups
+    // per thread (NOTES.md, v9). LayerNorm (either form) takes the mid-batch rule too, up to its
+    // own bound: layer_norm [128, 4096] replayed in 2.30 us at 256 x 2 against 2.92 at 128 x 4,
+    // [256, 4096] 2.79 against 2.96, fused_add_layer_norm 2.64 / 3.33 against 3.06 / 3.63 (H100,
+    // NOTES.md "Norm v13"); its fused add's bf16 rows at every batch (kLayerAddPairsMinThreads).
     const bool one_block_per_sm = shape.min_blocks_per_sm == 1 && !shape.fp8_output;
     const bool pairs_cover_row = groups <= 2 * kLatencyThreadsPerRow;
     const int64_t sm_count = shape.sm_count;
@@ -400,13 +398,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
         next_pow2(groups) == groups && groups >= kFusedAddMinThreadsPerRow) {
       while (items > 1 && groups / items < kFusedAddMinThreadsPerRow) items /= 2;
     }
-    // Rows of 65-127 whole groups (N = 520-1016 bf16, such as 896 and 960; LayerNorm's 640 and
-    // 768 too) in the forms with fixed thread counts, at batches that fill the GPU up to
-    // kOneGroupMaxRowsPerSm rows an SM (LayerNorm's kLayerOneGroupMaxRowsPerSm): one group a
-    // thread on 128 threads, one row a block, in the kernel that tests each thread's only group
+    // Rows of 65-127 whole groups (N = 520-1016 bf16, such as 896 and 960; LayerNorm's 640 and 768
+    // too) in the forms with fixed thread counts, at batches that fill the GPU up to
+    // kOneGroupMaxRowsPerSm rows an SM (LayerNorm's kLayerOneGroupMaxRowsPerSm): one group a thread
+    // on 128 threads, one row a block, in the kernel that tests each thread's only group
     // (one_group_last_partial), whose few registers hold up to sixteen such rows an SM. RMSNorm's
-    // rows that three or five groups a thread cover exactly (640: 16 x 5, 768: 32 x 3) keep
-    // those.
+    // rows that three or five groups a thread cover exactly (640: 16 x 5, 768: 32 x 3) keep those.
     NormConfig odd_cover;
     const int64_t one_group_max_rows =
         (shape.layer ? kLayerOneGroupMaxRowsPerSm : kOneGroupMaxRowsPerSm) * sm_count;
@@ -439,13 +436,13 @@ NormConfig choose_norm_config(const NormShape& shape) {
       return shape.plain_form && (shape.rows <= 2 * sm_count || layer_plain_every_batch);
     };
     // Rows of 3 x 2^k or 5 x 2^k whole groups at batches that fill the GPU: that many groups per
-    // thread, no idle slot; rows of 2 x 2^k to 3 x 2^k whole groups: three on those 2^k threads,
-    // the last slot of some idle rather than of all (norm_config.h). LayerNorm at its mid batches
-    // (where it took pairs before) and up to kLayerThreeOverFiveRowsPerSm rows an SM takes the
-    // three on twice the threads rather than five: layer_norm [256, 2560] 2.53 us at 128 x 3
-    // against 2.87 at 64 x 5, [512, 2560] 7.07 against 8.00 cold, [128 / 256, 5120] 2.58 / 3.06
-    // at 256 x 3 against 2.83 / 3.25 at 128 x 5, [512, 5120] 8.38 against 8.74 (H200, NOTES.md
-    // "Norm v41").
+    // thread, no idle slot; rows of 4 x 2^k to 5 x 2^k: five on 2^k threads (five_last_partial)
+    // where five would be taken, else, and up to 6 x 2^k: three on 2^(k+1), the last slot of some
+    // idle rather than of all (norm_config.h). LayerNorm at its mid batches (where it took pairs
+    // before) and up to kLayerThreeOverFiveRowsPerSm rows an SM takes the three on twice the
+    // threads rather than five: layer_norm [256, 2560] 2.53 us at 128 x 3 against 2.87 at 64 x 5,
+    // [512, 2560] 7.07 against 8.00 cold, [128 / 256, 5120] 2.58 / 3.06 at 256 x 3 against 2.83 /
+    // 3.25 at 128 x 5, [512, 5120] 8.38 against 8.74 (H200, NOTES.md "Norm v41").
     const bool layer_three_over_five =
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
     // Plain calls without the add, rows of three groups on 256 or 512 threads (N = 6144 and 12288
@@ -473,8 +470,11 @@ NormConfig choose_norm_config(const NormShape& shape) {
         c.plain = takes_plain(c) || c.packed_row;
         return take_split_rows(shape, &split) ? split : c;
       }
-      if (takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,
-                             c.threads_per_row, 3)) {
+      const bool five = !layer_three_over_five &&
+                        make_norm_config(shape, NormConfig::Path::kRegisters,
+                                         c.threads_per_row / 2, 5, &c);
+      if (!five && takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,
+                                      c.threads_per_row, 3)) {
         make_norm_config(shape, NormConfig::Path::kRegisters, c.threads_per_row, 3, &c);
       }
     }

@@ -191,10 +191,19 @@ constexpr bool items_last_partial(int64_t groups, int threads_per_row, int items
 }
 // Whether a row of `groups` on threads_per_row x items takes a kernel of RowFit::kLastPartial:
 // whole groups, or narrow accesses at any N (above).
+// Five groups a thread with only the last tested, for rows of whole groups at full width
+// between 4 x 2^k and 5 x 2^k groups (9 x 2^k: N = 1152, 2304, 4608, 9216 bf16), in the forms
+// with a five-group kernel (odd_items_built): on half the threads of three, so an SM holds twice
+// the rows, with a tenth of the slots idle rather than a quarter.
+constexpr bool five_last_partial(int64_t groups, int threads_per_row, int items) {
+  return items == 5 && static_cast<int64_t>(threads_per_row) * 4 < groups &&
+         groups < static_cast<int64_t>(threads_per_row) * 5;
+}
 constexpr bool takes_last_partial(bool whole_groups, bool narrow_accesses, int64_t groups,
                                   int threads_per_row, int items) {
-  return (whole_groups || narrow_accesses) &&
-         items_last_partial(groups, threads_per_row, items, narrow_accesses);
+  return ((whole_groups || narrow_accesses) &&
+          items_last_partial(groups, threads_per_row, items, narrow_accesses)) ||
+         (whole_groups && !narrow_accesses && five_last_partial(groups, threads_per_row, items));
 }
 // Registers path, rows split over a cluster's blocks (NormConfig::split_blocks): the thread
 // counts and the coverings of a row of `groups` whole groups with a kernel of their own. 1, 2, 3

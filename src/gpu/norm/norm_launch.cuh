@@ -201,9 +201,9 @@ auto one_group_registers_kernel(bool plain) {
 // output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
 // for its kMaxItems. The registers kernels of three and four (kMaxItems) groups per
 // thread come for RowFit::kLastPartial too (last_partial_items_built), at either access width
-// (K::kLoad), the only fit besides kAny for rows of narrower accesses; so does the one of one group
-// per thread on a one-row block of 128 threads, at full width in the fixed-thread forms
-// (one_group_registers_kernel). LayerNorm's other registers kernels come twice: for rows of a
+// (K::kLoad), the only fit besides kAny for rows of narrower accesses; so do, at full width only,
+// the one of five where odd_items_built (five_last_partial) and the one of one group per thread
+// on a one-row block of 128 threads in the fixed-thread forms (one_group_registers_kernel). LayerNorm's other registers kernels come twice: for rows of a
 // power-of-two number of whole groups (`power_of_two_rows`: their moments in one reduction) and for
 // the rest.
 //
@@ -272,6 +272,9 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
       if (cfg.items == 1) return one_group_registers_kernel<K>(plain);
     }
     if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
+    if constexpr (kFull && odd_items_built(K::kLayer, K::kAdd, 5)) {
+      if (cfg.items == 5) return norm_registers_kernel<K, RowFit::kLastPartial, 5>;
+    }
     return norm_registers_kernel<K, RowFit::kLastPartial>;
   }
   if constexpr (kFull) {
