@@ -40,6 +40,13 @@ NormShape whole_rows(int group, bool layer, bool add) {
   return s;
 }
 
+// A case's form and shape, for a failure's trace.
+std::string form_label(const RowsCase& k, bool layer, bool add) {
+  return "layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
+         " group=" + std::to_string(k.group) + " N=" + std::to_string(k.cols) +
+         " M=" + std::to_string(k.rows);
+}
+
 // Rows of 3 x 2^k or 5 x 2^k whole groups take that many groups per thread (no idle slot) once the
 // batch fills the GPU (fp8 outputs included); not at small batches (but for RMSNorm's rows of fewer
 // than 128 groups: the last test), not five for LayerNorm with the add (which takes three there,
@@ -99,9 +106,7 @@ TEST(NormConfig, ThreeGroupsWhereTheyCoverTheRowWithTheLastPartly) {
     for (const bool layer : {false, true}) {
       for (const bool add : {false, true}) {
         NormShape s = whole_rows(k.group, layer, add);
-        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
-                     " group=" + std::to_string(k.group) + " N=" + std::to_string(k.cols) +
-                     " M=" + std::to_string(k.rows));
+        SCOPED_TRACE(form_label(k, layer, add));
         const NormConfig c =
             expect_registers_shape(s, k.cols, k.rows, k.threads_per_row, k.items);
         EXPECT_TRUE(items_last_partial(k.cols / k.group, c.threads_per_row, c.items));
@@ -133,9 +138,7 @@ TEST(NormConfig, FiveGroupsWhereTheyCoverTheRowWithTheLastPartly) {
     for (const bool layer : {false, true}) {
       for (const bool add : {false, true}) {
         NormShape s = whole_rows(k.group, layer, add);
-        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
-                     " group=" + std::to_string(k.group) + " N=" + std::to_string(k.cols) +
-                     " M=" + std::to_string(k.rows));
+        SCOPED_TRACE(form_label(k, layer, add));
         const int64_t groups = k.cols / k.group;
         const bool five = !(layer && add);
         const NormConfig c = expect_registers_shape(
