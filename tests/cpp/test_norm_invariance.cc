@@ -144,7 +144,7 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
   const auto [layer, add, dtype] = GetParam();
   for (int64_t n :
        {7, 24, 40, 64, 384, 640, 768, 769, 1016, 1536, 2304, 2560, 3072, 3584, 4096, 4100,
-        4608, 5120, 5125, 6140, 6144, 8192, 12288, 16384}) {
+        4608, 5120, 5125, 6140, 6144, 7168, 8192, 9216, 12288, 14336, 16384}) {
     const int64_t m = 7;
     LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n));
     detail::NormProblem& p = in.p;
@@ -162,11 +162,13 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
     // group tested against the row's end and its others not (RowFit::kLastPartial); 3584
     // also against twice the threads (RowFit::kWhole); 2304 and 4608 (2304 of fp32) at five
     // on half the threads too, full-width rows only (gpu::five_last_partial; not LayerNorm
-    // with the add, which has no five-group kernel). Rows off the group (769 at four,
-    // 4100, 5125 and 6140 at three: the last group partial, the rows unaligned) take those
-    // kernels too, 6140 covering the row exactly. N = 640, 768 and 1016 at one group a
-    // thread on 128 threads, one row a block (16-bit rows): the kernel that tests each
-    // thread's only group (gpu::one_group_last_partial), its last warp idle at 640.
+    // with the add, which has no five-group kernel). LayerNorm alone's plain kernels of those
+    // fits on each fixed thread count: 64 (2304 x 5), 128 (2304 x 3, 3584 x 4, 4608 x 5), 256
+    // (4608 x 3, 7168 x 4, 9216 x 5) and 512 threads (9216 x 3, 14336 x 4). Rows off the
+    // group (769 at four, 4100, 5125 and 6140 at three: the last group partial, the rows
+    // unaligned) take those kernels too, 6140 covering the row exactly. N = 640, 768 and 1016
+    // at one group a thread on 128 threads, one row a block (16-bit rows): the kernel that
+    // tests each thread's only group (gpu::one_group_last_partial), its last warp idle at 640.
     for (int items : {1, 2, 4, 3, 5}) {
       SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                    " " + dtype_name(dtype) + " N=" + std::to_string(n) +

@@ -426,8 +426,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // alone N = 16384 0.92-0.97x the time at M >= 512, N = 2048 0.96-1.00x, N = 4096 0.98-1.02x,
     // N = 8192 0.99-1.03x by machine; the fused add N = 16384 0.96-1.00x in bf16, 0.97-0.98x in
     // fp16 (its other shapes level to 1.04x slower). RMSNorm measured level to 1.05x slower and
-    // keeps the bound. Rows of three or five groups a thread have plain kernels in LayerNorm
-    // alone only (norm_launch.cuh, odd_items_registers_kernel; "Norm v53").
+    // keeps the bound. Rows of three or five groups a thread, or short of the last slots, have
+    // plain kernels in LayerNorm alone only (layer_plain_registers_kernel; "Norm v53", "v57").
     auto takes_plain = [&](const NormConfig& k) {
       const bool layer_plain_every_batch =
           shape.layer && (shape.adds_residual

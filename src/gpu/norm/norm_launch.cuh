@@ -117,32 +117,35 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
   return general;
 }
 
-// The exact registers kernel of an odd group count (kNormOddItemCounts): LayerNorm alone's also
-// in the plain form with the row's thread count fixed, where a block holds one row of 64-512
-// threads (its rows of 3 x 2^k and 5 x 2^k groups at every batch: N = 1536-12288 bf16, such as
-// 3072, 5120 and 6144). Its general kernels' outputs add the weight offset and fill an absent
-// weight and bias group by group, about a third of the output loop's instructions (bench/
-// NOTES.md, "Norm v51"), which LayerNorm at large batches, near issue-bound, pays in time: the
-// plain ones took 0.92-0.98x the time at M >= 2048 on an H200 ("Norm v53"). The other forms, whose
-// plain kernels measured level or slower past the small batches, keep the general kernel: fewer
-// kernels to build. Three groups on 256 and 512 threads come twice in the plain form, the second
-// built for more blocks an SM (NormConfig::packed_row); RMSNorm alone has that second one too, its
-// only plain kernel of an odd group count.
-template <class K, int kItems>
-auto odd_items_registers_kernel(const NormConfig& cfg, bool plain) {
-  const auto general = norm_registers_kernel<K, RowFit::kExact, kItems>;
+// The registers kernel of an odd group count (kNormOddItemCounts) or of each thread's last group
+// tested (kFit, RowFit::kExact or kLastPartial): LayerNorm alone's also in the plain form with the
+// row's thread count fixed, where a block holds one row of 64-512 threads. Exact: its rows of
+// 3 x 2^k and 5 x 2^k groups at every batch (N = 1536-12288 bf16, such as 3072, 5120 and 6144).
+// Its general kernels' outputs add the weight offset and fill an absent weight and bias group by
+// group, about a third of the output loop's instructions (bench/NOTES.md, "Norm v51"), which
+// LayerNorm at large batches, near issue-bound, pays in time: the plain ones took 0.92-0.98x the
+// time at M >= 2048 on an H200 ("Norm v53"). kLastPartial: three, four or five groups on rows
+// that leave some of the last slots idle (N = 3584, 4608 and 7168 bf16; "Norm v57"). The other
+// forms, whose plain kernels measured level or slower past the small batches, keep the general
+// kernel: fewer kernels to build. Three exact groups on 256 and 512 threads come twice in the
+// plain form, the second built for more blocks an SM (NormConfig::packed_row); RMSNorm alone has
+// that second one too, its only plain kernel of an odd group count.
+template <class K, int kItems, RowFit kFit = RowFit::kExact>
+auto layer_plain_registers_kernel(const NormConfig& cfg, bool plain) {
+  static_assert(kFit == RowFit::kExact || kFit == RowFit::kLastPartial, "exact or last partial");
+  const auto general = norm_registers_kernel<K, kFit, kItems>;
   if constexpr (!K::kAdd && K::kPlainBuilt) {
     if (plain && cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
       auto fixed_plain = [&](auto threads_tag) {
         constexpr int kThreads = decltype(threads_tag)::value;
-        if constexpr (kItems == 3 && kThreads >= 256) {
+        if constexpr (kItems == 3 && kThreads >= 256 && kFit == RowFit::kExact) {
           if (cfg.packed_row) {
-            return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true,
-                                         false, false, true>;
+            return norm_registers_kernel<K, kFit, kItems, false, false, kThreads, true, false,
+                                         false, true>;
           }
         }
         if constexpr (K::kLayer) {
-          return norm_registers_kernel<K, RowFit::kExact, kItems, false, false, kThreads, true>;
+          return norm_registers_kernel<K, kFit, kItems, false, false, kThreads, true>;
         } else {
           return general;  // RMSNorm: its packed rows only
         }
@@ -197,15 +200,16 @@ auto one_group_registers_kernel(bool plain) {
 // 4, 3 and 5 (kNormOddItemCounts; what the heuristic takes; five where odd_items_built), those of
 // 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
 // thread count fixed (exact_registers_kernel), those of 3 and 5 so in LayerNorm alone's plain form
-// (odd_items_registers_kernel), and the fused add's four-group one also with its weight at the
+// (layer_plain_registers_kernel), and the fused add's four-group one also with its weight at the
 // output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
-// for its kMaxItems. The registers kernels of three and four (kMaxItems) groups per
-// thread come for RowFit::kLastPartial too (last_partial_items_built), at either access width
-// (K::kLoad), the only fit besides kAny for rows of narrower accesses; so do, at full width only,
-// the one of five where odd_items_built (five_last_partial) and the one of one group per thread
-// on a one-row block of 128 threads in the fixed-thread forms (one_group_registers_kernel). LayerNorm's other registers kernels come twice: for rows of a
-// power-of-two number of whole groups (`power_of_two_rows`: their moments in one reduction) and for
-// the rest.
+// for its kMaxItems. The registers kernels of three and four (kMaxItems) groups per thread come
+// for RowFit::kLastPartial too (last_partial_items_built), at either access width (K::kLoad), the
+// only fit besides kAny for rows of narrower accesses; so do, at full width only, the one of five
+// where odd_items_built (five_last_partial), the one of one group per thread on a one-row block
+// of 128 threads in the fixed-thread forms (one_group_registers_kernel), and LayerNorm alone's
+// plain ones of three, four and five (layer_plain_registers_kernel). LayerNorm's other registers
+// kernels come twice: for rows of a power-of-two number of whole groups (`power_of_two_rows`:
+// their moments in one reduction) and for the rest.
 //
 // The kernels of rows in runs (K::kRuns) are fewer, on a config of the same reduction order
 // (norm_config_for_runs): the exact registers kernels of one, two and four groups per thread,
@@ -271,10 +275,15 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
     if constexpr (K::kFixedRowThreads && kFull) {
       if (cfg.items == 1) return one_group_registers_kernel<K>(plain);
     }
-    if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
-    if constexpr (kFull && odd_items_built(K::kLayer, K::kAdd, 5)) {
-      if (cfg.items == 5) return norm_registers_kernel<K, RowFit::kLastPartial, 5>;
+    if constexpr (kFull) {
+      constexpr RowFit kLast = RowFit::kLastPartial;
+      if (cfg.items == 3) return layer_plain_registers_kernel<K, 3, kLast>(cfg, plain);
+      if constexpr (odd_items_built(K::kLayer, K::kAdd, 5)) {
+        if (cfg.items == 5) return layer_plain_registers_kernel<K, 5, kLast>(cfg, plain);
+      }
+      return layer_plain_registers_kernel<K, K::kMaxItems, kLast>(cfg, plain);
     }
+    if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
     return norm_registers_kernel<K, RowFit::kLastPartial>;
   }
   if constexpr (kFull) {
@@ -288,11 +297,11 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
       return exact_registers_kernel<K, 4>(cfg, plain);
     }
     if (fit == RowFit::kExact && cfg.items == 3) {
-      return odd_items_registers_kernel<K, 3>(cfg, plain);
+      return layer_plain_registers_kernel<K, 3>(cfg, plain);
     }
     if constexpr (odd_items_built(K::kLayer, K::kAdd, 5)) {
       if (fit == RowFit::kExact && cfg.items == 5) {
-        return odd_items_registers_kernel<K, 5>(cfg, plain);
+        return layer_plain_registers_kernel<K, 5>(cfg, plain);
       }
     }
     if (fit != RowFit::kAny) {

@@ -301,9 +301,12 @@ __global__ void __launch_bounds__(
   // with it (up to 544 bytes) or, the fused add in fp16, took 91 registers for 68; at 512 threads
   // (N = 16384 bf16, a row's weight and bias 64 KB, all asked for at once) it was 1.02-1.05x.
   // Five groups a thread keep the group-by-group loads: at once, the bf16 kernels spilled 28 bytes.
+  // So do four with each thread's last tested on one block a row (N = 1792, 3584, 7168 bf16): at
+  // once, bf16 spilled 36 bytes and took 1.13-1.22x the time at M = 16384 ("Norm v57"); three
+  // (N = 2816, 5632) take it, 0.93-0.97x at M >= 2048.
   constexpr bool kAffineAtOnce =
       K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256 && kItems <= kNormMaxItems &&
-      !kPackedRow;
+      !kPackedRow && !(kFit == RowFit::kLastPartial && kItems == kNormMaxItems && !kSplitRows);
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
                         kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce,
