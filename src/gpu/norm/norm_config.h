@@ -253,6 +253,9 @@ inline bool odd_items_built(const NormShape& shape, int items) {
 }
 
 NormConfig choose_norm_config(const NormShape& shape);
+// Its choice for rows longer than the registers path holds (more than 512 threads x
+// kNormMaxItems groups): the cluster path, else the staged one (norm_config_long_rows.cc).
+NormConfig choose_long_row_norm_config(const NormShape& shape);
 
 // The config of a call whose rows come in runs (rms_norm and layer_norm on per-head views of a
 // fused projection's output), from `config`, the one the same rows of one stride would take.
