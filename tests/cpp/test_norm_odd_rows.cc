@@ -169,6 +169,29 @@ TEST(NormConfig, FiveGroupsWhereTheyCoverTheRowWithTheLastPartly) {
   }
 }
 
+// LayerNorm alone's rows of 9 x 2^k groups (N = 1152 and 2304 bf16) take three groups a thread on
+// twice the threads, in plain kernels, up to 2304 groups an SM (16 rows an SM at 1152, 8 at 2304:
+// past LayerNorm's mid batches, where it takes pairs), and five from the next row on; RMSNorm
+// takes five at both batches (bench/NOTES.md, "Norm v58").
+TEST(NormConfig, LayerNormShortRowsTakeThreeOnTwiceTheThreadsUpToABatchBound) {
+  for (const LaunchCase& k : {LaunchCase{1152, 32, 5}, LaunchCase{2304, 64, 5}}) {
+    for (const bool layer : {false, true}) {
+      NormShape s = whole_rows(8, layer, false);
+      s.plain_form = true;
+      const int64_t bound_rows = 2304 * s.sm_count / (k.cols / 8);
+      SCOPED_TRACE("layer=" + std::to_string(layer) + " N=" + std::to_string(k.cols));
+      const NormConfig at_bound =
+          layer ? expect_registers_shape(s, k.cols, bound_rows, 2 * k.threads_per_row, 3)
+                : expect_registers_shape(s, k.cols, bound_rows, k.threads_per_row, k.items);
+      if (layer) {  // the plain kernel of one row a block, which the sweep measured
+        EXPECT_TRUE(at_bound.plain);
+        EXPECT_EQ(at_bound.rows_per_block, 1);
+      }
+      expect_registers_shape(s, k.cols, bound_rows + 1, k.threads_per_row, k.items);
+    }
+  }
+}
+
 // Rows of accesses narrower than 16 bytes (N off the group in a contiguous batch: 4100, 4097 bf16;
 // or rows at addresses that rule them out) at batches that fill the GPU take three or four groups
 // per thread where only each thread's last group needs testing against the row's end, also where

@@ -103,8 +103,11 @@ constexpr int64_t kLayerPairsMaxGroups = 256;
 // On 64-lane waves (AMD CDNA) the same rule covers N = 1032-2040 bf16, not measured there.
 constexpr int64_t kLayerOneWarpMinRowsPerSm = 4;
 // LayerNorm up to this many rows an SM (the batches measured) takes three groups per thread on
-// twice the threads rather than five where both hold the row (below).
+// twice the threads rather than five where both hold the row (below); on rows short of five's
+// last slots (five_last_partial: 9 x 2^k groups) also up to this many groups an SM, where both
+// have plain kernels (Norm v57) and the rows on twice the threads still ramp up faster.
 constexpr int64_t kLayerThreeOverFiveRowsPerSm = 4;
+constexpr int64_t kLayerThreeOverLastFiveSmGroups = 2304;
 // Short rows of a power-of-two number of groups under 32 (N = 64 and 128 bf16; a head's q / k
 // norm) at batches that fill the GPU: spread over this many threads (one group per thread if
 // fewer), rather than four groups per thread on fewer, in blocks of kShortRowBlockGroups groups.
@@ -442,9 +445,15 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // before) and up to kLayerThreeOverFiveRowsPerSm rows an SM takes the three on twice the
     // threads rather than five: layer_norm [256, 2560] 2.53 us at 128 x 3 against 2.87 at 64 x 5,
     // [512, 2560] 7.07 against 8.00 cold, [128 / 256, 5120] 2.58 / 3.06 at 256 x 3 against 2.83 /
-    // 3.25 at 128 x 5, [512, 5120] 8.38 against 8.74 (H200, NOTES.md "Norm v41").
+    // 3.25 at 128 x 5, [512, 5120] 8.38 against 8.74 (H200, NOTES.md "Norm v41"). On rows of
+    // 9 x 2^k groups up to kLayerThreeOverLastFiveSmGroups groups an SM (H200, "Norm v58"):
+    // layer_norm [2048, 1152] 7.87-8.03 us at 64 x 3 against 8.80-9.06 at 32 x 5 (fp16 8.22
+    // against 8.80), [1024, 2304] 7.84-7.97 at 128 x 3 against 8.61-8.90; past the bound five
+    // led: [2048, 2304] 0.98x, [1024, 4608] 0.94x the time of three, [16384, 2304] 0.95x.
     const bool layer_three_over_five =
         shape.layer && (layer_mid_batch || shape.rows <= kLayerThreeOverFiveRowsPerSm * sm_count);
+    const bool layer_three_over_last_five =
+        shape.layer && batch_groups <= kLayerThreeOverLastFiveSmGroups * sm_count;
     // Plain calls without the add, rows of three groups on 256 or 512 threads (N = 6144 and 12288
     // bf16), take the kernels built for more blocks an SM (NormConfig::packed_row) past twice the
     // rows the SMs hold of the other kernels (min_blocks_per_sm blocks of 512 threads), where
@@ -470,7 +479,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
         c.plain = takes_plain(c) || c.packed_row;
         return take_split_rows(shape, &split) ? split : c;
       }
-      const bool five = !layer_three_over_five &&
+      const bool five = !layer_three_over_five && !layer_three_over_last_five &&
                         make_norm_config(shape, NormConfig::Path::kRegisters,
                                          c.threads_per_row / 2, 5, &c);
       if (!five && takes_last_partial(shape.whole_groups, shape.narrow_accesses, groups,
