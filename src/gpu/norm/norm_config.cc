@@ -105,7 +105,7 @@ constexpr int64_t kLayerOneWarpMinRowsPerSm = 4;
 // LayerNorm up to this many rows an SM (the batches measured) takes three groups per thread on
 // twice the threads rather than five where both hold the row (below); on rows short of five's
 // last slots (five_last_partial: 9 x 2^k groups) also up to this many groups an SM, where both
-// have plain kernels (Norm v57) and the rows on twice the threads still ramp up faster.
+// have plain kernels ("Norm v57") and the rows on twice the threads still ramp up faster.
 constexpr int64_t kLayerThreeOverFiveRowsPerSm = 4;
 constexpr int64_t kLayerThreeOverLastFiveSmGroups = 2304;
 // Short rows of a power-of-two number of groups under 32 (N = 64 and 128 bf16; a head's q / k
