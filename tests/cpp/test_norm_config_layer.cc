@@ -103,7 +103,9 @@ TEST(NormConfig, LayerNormPairsAtSmallBatches) {
 }
 
 // LayerNorm's plain form keeps the launch shapes and trigger of its other calls and takes the
-// plain kernels: at every batch alone, up to twice as many rows as SMs with the fused add.
+// plain kernels: at every batch alone, up to twice as many rows as SMs with the fused add. But
+// for LayerNorm alone's rows that three groups a thread cover on 64 threads (1536), which take
+// those where its other calls take pairs (LayerNormPairsOnRowsOfUpTo256GroupsEndAtABatchBound).
 TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
   for (const bool add : {false, true}) {
     NormShape s;  // 132 SMs, bf16
@@ -123,8 +125,13 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
         s.plain_form = true;
         const NormConfig plain = choose_norm_config(s);
         SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " " + plain.to_string());
-        EXPECT_EQ(plain.threads_per_row, other.threads_per_row);
-        EXPECT_EQ(plain.items, other.items);
+        if (!add && cols == 1536 && other.items == 2) {
+          EXPECT_EQ(plain.threads_per_row, 64);
+          EXPECT_EQ(plain.items, 3);
+        } else {
+          EXPECT_EQ(plain.threads_per_row, other.threads_per_row);
+          EXPECT_EQ(plain.items, other.items);
+        }
         EXPECT_EQ(plain.trigger_after_writes, other.trigger_after_writes);
         // The fused add's plain kernels past 2 x SMs rows only on 512 threads x 4 groups.
         EXPECT_EQ(plain.plain, !add || rows <= 264 || cols == 16384);
@@ -143,6 +150,53 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
   one_group.plain_form = true;
   EXPECT_TRUE(expect_registers_shape(one_group, 768, 264, 128, 1).plain);
   EXPECT_FALSE(expect_registers_shape(one_group, 768, 1056, 128, 1).plain);
+}
+
+// LayerNorm's rows of 129-255 whole groups, not a power of two (N = 1032-2040 bf16), keep their
+// mid-batch pairs (and the split of two blocks up to twice as many rows as SMs) only up to 1024
+// groups an SM, and LayerNorm alone's plain calls none where three groups a thread on 64 threads
+// cover the row (N = 1032-1536): those take that one block a row past as many rows as SMs, the
+// split up to there (bench/NOTES.md, "Norm v59").
+TEST(NormConfig, LayerNormPairsOnRowsOfUpTo256GroupsEndAtABatchBound) {
+  for (const bool add : {false, true}) {
+    for (const bool plain : {false, true}) {
+      NormShape s;  // 132 SMs, bf16
+      s.layer = true;
+      s.adds_residual = add;
+      s.min_blocks_per_sm = 2;
+      s.whole_groups = true;
+      s.outputs_apart = true;
+      s.plain_form = plain;
+      s.split_rows_built = true;
+      s.fixed_threads_built = true;
+      s.max_cluster_blocks = 8;
+      SCOPED_TRACE("add=" + std::to_string(add) + " plain=" + std::to_string(plain));
+      const bool three_alone = plain && !add;
+      for (const int64_t cols : {1152, 1280, 1536, 1792, 2040}) {
+        const bool three_cover = cols <= 1536;
+        const int64_t bound_rows = 1024 * s.sm_count / (cols / 8);
+        const int past_threads = 64;
+        const int past_items = three_cover ? 3 : 4;
+        for (const int64_t rows : {int64_t{512}, bound_rows}) {
+          if (three_alone && three_cover) {
+            expect_registers_shape(s, cols, rows, past_threads, past_items);
+          } else {
+            expect_registers_shape(s, cols, rows, 128, 2);
+          }
+        }
+        expect_registers_shape(s, cols, bound_rows + 1, past_threads, past_items);
+        // Up to as many rows as SMs every form splits its pairs over two blocks; past them (here
+        // 256 rows) LayerNorm alone's plain three keep one block a row.
+        const NormConfig at_sms = expect_registers_shape(s, cols, s.sm_count, 128, 2);
+        EXPECT_EQ(at_sms.split_blocks, 2);
+        const bool unsplit = three_alone && three_cover;
+        const NormConfig past_sms =
+            expect_registers_shape(s, cols, 256, unsplit ? 64 : 128, unsplit ? 3 : 2);
+        EXPECT_EQ(past_sms.split_blocks, unsplit ? 1 : 2);
+        EXPECT_EQ(past_sms.plain, plain);
+      }
+    }
+  }
 }
 
 // Plain rows of three groups on 256 and 512 threads without the add, LayerNorm's and RMSNorm's,
