@@ -10,6 +10,18 @@
 namespace fusekit::gpu {
 namespace {
 
+// LayerNorm's bf16 rows of whole groups on 132 SMs, outputs apart from the inputs, with or without
+// the add (two blocks per SM).
+NormShape layer_whole_rows(bool add) {
+  NormShape s;
+  s.layer = true;
+  s.adds_residual = add;
+  s.min_blocks_per_sm = 2;
+  s.whole_groups = true;
+  s.outputs_apart = true;
+  return s;
+}
+
 // LayerNorm, with or without the add (two blocks per SM), takes two groups per thread at mid
 // batches (up to twice the fused add's bound: 528 rows of N = 4096 on 132 SMs) where 256 threads
 // cover the row; longer rows keep four, as do larger batches of LayerNorm alone (its fused add's
@@ -108,12 +120,7 @@ TEST(NormConfig, LayerNormPairsAtSmallBatches) {
 // those where its other calls take pairs (LayerNormPairsOnRowsOfUpTo256GroupsEndAtABatchBound).
 TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
   for (const bool add : {false, true}) {
-    NormShape s;  // 132 SMs, bf16
-    s.layer = true;
-    s.adds_residual = add;
-    s.min_blocks_per_sm = 2;
-    s.whole_groups = true;
-    s.outputs_apart = true;
+    NormShape s = layer_whole_rows(add);
     for (const int64_t rows : {1, 32, 128, 264, 265, 2048, 65536}) {
       // Rows of 2^k groups, and of three or five groups a thread (1536 = 64 x 3, 3072, 5120 =
       // 128 x 5, 6144, 12288 = 512 x 3), whose plain kernels LayerNorm alone has too.
@@ -141,11 +148,7 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
   }
   // LayerNorm alone's one-group rows (N = 768: 96 groups, one a thread on 128 threads) keep the
   // bound of twice as many rows as SMs.
-  NormShape one_group;
-  one_group.layer = true;
-  one_group.min_blocks_per_sm = 2;
-  one_group.whole_groups = true;
-  one_group.outputs_apart = true;
+  NormShape one_group = layer_whole_rows(false);
   one_group.fixed_threads_built = true;
   one_group.plain_form = true;
   EXPECT_TRUE(expect_registers_shape(one_group, 768, 264, 128, 1).plain);
@@ -160,12 +163,7 @@ TEST(NormConfig, LayerNormPlainFormKeepsItsShapes) {
 TEST(NormConfig, LayerNormPairsOnRowsOfUpTo256GroupsEndAtABatchBound) {
   for (const bool add : {false, true}) {
     for (const bool plain : {false, true}) {
-      NormShape s;  // 132 SMs, bf16
-      s.layer = true;
-      s.adds_residual = add;
-      s.min_blocks_per_sm = 2;
-      s.whole_groups = true;
-      s.outputs_apart = true;
+      NormShape s = layer_whole_rows(add);
       s.plain_form = plain;
       s.split_rows_built = true;
       s.fixed_threads_built = true;
