@@ -89,16 +89,19 @@ constexpr int kLayerAddPairsMinThreads = 64;
 // [512, 1280] 6.85 against 6.75; the fused add 0.97-0.99x), and at N = 896 slower ([256, 896]
 // 2.19 at 32 x 4 against 2.11; bench/NOTES.md, "Norm v41").
 constexpr int64_t kLayerPairsMaxGroups = 256;
-// Of those rows of more than a warp's pairs, whole groups (N = 1032-2040 bf16), only batches up to
-// this many groups an SM keep the pairs, and LayerNorm alone's plain calls none where three
-// groups a thread on half the pairs' threads cover the row (N = 1032-1536 bf16). Since three and
-// five groups a thread have plain kernels ("Norm v53", "v57"), on an H200 (sweeps of every launch
-// in one binary, two rounds; bench/NOTES.md, "Norm v59"): layer_norm 64 x 3 against 128 x 2,
-// N = 1152-1536, 0.85-0.86x the graph replay at M = 256, 0.87-0.90x cold at 512, 0.84-0.86x at
-// 1024, 0.73-0.75x at 1536; N = 1792 and 2040 at 64 x 4 0.93-0.94x at M = 1024, level at 512 and
-// 1.13-1.16x at 256; fused_add_layer_norm 0.88-0.95x at M = 1024, 0.84x at 1536 (N = 1152), level
-// at 512 and 1.24x at 256.
+// Of those rows, the ones of more than kLayerPairsAnyBatchMaxGroups whole groups (N = 1032-2040
+// bf16) keep the pairs only at batches up to this many groups an SM, and LayerNorm alone's plain
+// calls none where three groups a thread on half the pairs' threads cover the row (N = 1032-1536
+// bf16). Since three and five groups a thread have plain kernels ("Norm v53", "v57"), on an H200
+// (sweeps of every launch in one binary, two rounds; bench/NOTES.md, "Norm v59"): layer_norm
+// 64 x 3 against 128 x 2, N = 1152-1536, 0.85-0.86x the graph replay at M = 256, 0.87-0.90x cold
+// at 512, 0.84-0.86x at 1024, 0.73-0.75x at 1536; N = 1792 and 2040 at 64 x 4 0.93-0.94x at
+// M = 1024, level at 512 and 1.13-1.16x at 256; fused_add_layer_norm 0.88-0.95x at M = 1024,
+// 0.84x at 1536 (N = 1152), level at 512 and 1.24x at 256.
 constexpr int64_t kLayerPairsMaxSmGroups = kMidSmGroups;
+// Shorter rows (N <= 1024 bf16), mostly taken by the one-warp and one-group rules (below) where
+// a batch fills the GPU, keep their pairs wherever those rules leave them.
+constexpr int64_t kLayerPairsAnyBatchMaxGroups = 128;
 // LayerNorm's rows that one warp holds in three or four groups a lane (more than two warps' worth
 // of groups, at most four, not a power of two: N = 520-1016 bf16 on 32 lanes) take that one warp a
 // row rather than pairs on two to four warps, so that both of the row's reductions stay within
@@ -398,7 +401,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     const int64_t pairs_threads = next_pow2(ceil_div(groups, 2));
     const bool three_cover_row_on_half = groups <= 3 * (pairs_threads / 2);
     const bool whole_pairs_kept =
-        groups <= 2 * warp ||
+        groups <= kLayerPairsAnyBatchMaxGroups ||
         (groups <= kLayerPairsMaxGroups && batch_groups <= sm_count * kLayerPairsMaxSmGroups &&
          !(shape.plain_form && !shape.adds_residual && three_cover_row_on_half));
     const bool layer_pairs_kept =
