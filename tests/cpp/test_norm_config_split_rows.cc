@@ -106,9 +106,13 @@ TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
       {false, false, true, true, 12288, 1, 8, 512, 3, false},
       {false, true, true, true, 14336, 1, 8, 512, 4, false},
       // ... and on 128 threads two (1536: 192 groups), or one (65-127 groups: 520-1016) in two
-      // blocks, every form, RMSNorm's three-group rows too (768: 32 x 3 unsplit), ...
+      // blocks, every form, RMSNorm's three-group rows too (768: 32 x 3 unsplit), but LayerNorm
+      // alone's plain rows of three groups on 64 threads (1032-1536; layer_plain_three_rows), ...
       {false, true, false, false, 1536, 1, 4, 128, 2, false},
-      {true, false, false, true, 1536, 32, 4, 128, 2, false},
+      {true, true, false, true, 1536, 32, 4, 128, 2, false},
+      {true, false, false, true, 1792, 32, 4, 128, 2, false},
+      {true, false, false, true, 1536, 32, 1, 0, 0, false},
+      {true, false, false, true, 1152, 1, 1, 0, 0, false},
       {false, true, false, false, 896, 1, 2, 128, 1, false},
       {false, false, false, true, 768, 32, 2, 128, 1, false},
       {true, false, false, true, 520, 1, 2, 128, 1, false},
@@ -142,11 +146,15 @@ TEST(NormConfig, DecodeRowsSplitOverClusterBlocks) {
 
 // LayerNorm past the decode grids: rows that are not 2^k groups split over two blocks, the next
 // launch allowed at the start, on 128 threads up to twice as many rows as SMs and on 256 up to
-// as many; not rows of 2^k groups, not rows of 512 threads, not RMSNorm.
+// as many; not rows of 2^k groups, not rows of 512 threads, not RMSNorm, not LayerNorm alone's
+// plain rows of three groups on 64 threads.
 TEST(NormConfig, LayerNormMidBatchRowsSplitOverTwoBlocks) {
   using Case = SplitCase;
   const Case cases[] = {
-      {true, false, false, true, 1536, 67, 2, 128, 2, false},
+      {true, true, false, true, 1536, 67, 2, 128, 2, false},
+      {true, false, false, true, 2040, 100, 2, 128, 2, false},
+      {true, false, false, true, 1536, 67, 1, 0, 0, false},
+      {true, false, false, true, 1032, 132, 1, 0, 0, false},
       {true, true, false, false, 2560, 128, 2, 128, 3, false},
       {true, false, false, false, 3072, 200, 2, 128, 3, false},
       {true, true, false, true, 3584, 264, 2, 128, 4, false},
@@ -173,9 +181,10 @@ TEST(NormConfig, LayerNormMidBatchRowsSplitOverTwoBlocks) {
 
 // Rows of 65-127 whole groups at batches that fill the GPU (from M = 151 at N = 896 on 132 SMs):
 // one group a thread on 128 threads, one row a block, unsplit (the kernel that tests each thread's
-// only group), up to twice as many rows as SMs, LayerNorm's up to eight times; not RMSNorm's rows
-// that three or five groups a thread cover exactly, nor where the fixed-thread kernels are not
-// built or the groups are not whole.
+// only group), up to twice as many rows as SMs, LayerNorm's up to eight times and its fused add's
+// rows of 112 groups or more (N = 896-1016) at every batch; not RMSNorm's rows that three
+// or five groups a thread cover exactly, nor where the fixed-thread kernels are not built or the
+// groups are not whole.
 TEST(NormConfig, OneGroupRowsTakeABlockEachAtBatchesThatFillTheGpu) {
   struct Case {
     bool layer, add, fp8;
@@ -189,6 +198,8 @@ TEST(NormConfig, OneGroupRowsTakeABlockEachAtBatchesThatFillTheGpu) {
       {false, false, false, 768, 256, false},   {false, true, false, 640, 256, false},
       {true, false, false, 640, 256, true},     {true, true, false, 768, 1056, true},
       {true, false, false, 896, 1057, false},   {true, true, false, 1024, 512, false},
+      {true, true, false, 896, 1057, true},     {true, true, false, 1016, 65536, true},
+      {true, true, false, 888, 1057, false},    {true, true, false, 776, 4096, false},
   };
   for (const Case& k : cases) {
     NormShape s = decode_shape(k.layer, k.add, k.fp8, true);

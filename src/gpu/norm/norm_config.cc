@@ -155,6 +155,15 @@ constexpr int64_t kShortRowBlockGroups = 256;
 // rule holds, not measured there.
 constexpr int64_t kOneGroupMaxRowsPerSm = 2;
 constexpr int64_t kLayerOneGroupMaxRowsPerSm = 8;
+// The fused add's LayerNorm on rows of at least this many of those groups (N = 896-1016 bf16)
+// keeps one group a thread at every batch, where past the bound above it took four groups on 32
+// threads, two rows a block (the one-warp rule, its last slots mostly idle; on 64-lane waves
+// pairs first, not measured there). On an H200 (sweeps in one binary, two rounds, cold L2, with
+// PDL; bench/NOTES.md, "Norm v60"): N = 896 / 960 / 1016 0.96-0.98x the time at M = 2048 and
+// 4096, 0.92-0.93x at 8192, 0.94-0.96x at 16384, 0.97-0.99x at 32768 (fused_add_layer_norm
+// [16384, 960] 33.9 us against 35.6). At N = 776 (97 groups) the two measured level (0.96-1.04x
+// by batch), and LayerNorm alone's plain one-warp rows led by 1.1-1.4x: those keep the bound.
+constexpr int64_t kLayerAddOneGroupAnyBatchMinGroups = 112;
 
 // The registers path's three (or, with allow_five, five) groups a thread on a power-of-two number
 // of threads that cover the row's `groups` exactly, in a form with that kernel: into *c, or false
@@ -172,7 +181,28 @@ bool exact_odd_items(const NormShape& shape, int64_t groups, bool allow_five, No
   return false;
 }
 
+// Half the threads that hold a row of `groups` in pairs (a power of two).
+int layer_plain_three_threads(int64_t groups) {
+  return static_cast<int>(next_pow2(ceil_div(groups, 2)) / 2);
+}
+
 }  // namespace
+
+// LayerNorm alone's plain calls on rows of more than kLayerPairsAnyBatchMaxGroups whole groups
+// that three groups a thread on half the pairs' threads cover (129-192 groups: N = 1032-1536
+// bf16, on 64 threads) take those three, one block a row, at every batch: past the pairs' bound
+// (kLayerPairsMaxSmGroups) in place of the pairs, below the batches that fill the GPU in place of
+// one group on 256 threads, and never split over a cluster's blocks (take_split_rows). On an H200
+// (sweeps of every launch in one binary, two rounds, graph replay with PDL; bench/NOTES.md,
+// "Norm v60"), against the split rows taken before: layer_norm [1 / 32 / 66, 1152] 1.31 / 1.38 /
+// 1.40 us against 1.49 / 1.53 / 1.58 in four blocks, [80 / 120 / 132, 1152] 1.42 / 1.48 / 1.50
+// against 1.56 / 1.61 / 1.67 in two; N = 1536 0.86-0.92x alike.
+bool layer_plain_three_rows(const NormShape& shape) {
+  const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
+  return shape.layer && !shape.adds_residual && shape.plain_form && shape.whole_groups &&
+         groups > kLayerPairsAnyBatchMaxGroups && groups <= kLayerPairsMaxGroups &&
+         groups <= 3 * static_cast<int64_t>(layer_plain_three_threads(groups));
+}
 
 std::string NormConfig::to_string() const {
   std::ostringstream s;
@@ -398,12 +428,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
         shape.layer && shape.whole_groups && !pairs_exact && groups > 2 * warp &&
         groups <= kNormMaxItems * warp &&
         (groups == 3 * warp || shape.rows >= kLayerOneWarpMinRowsPerSm * sm_count);
-    const int64_t pairs_threads = next_pow2(ceil_div(groups, 2));
-    const bool three_cover_row_on_half = groups <= 3 * (pairs_threads / 2);
     const bool whole_pairs_kept =
         groups <= kLayerPairsAnyBatchMaxGroups ||
         (groups <= kLayerPairsMaxGroups && batch_groups <= sm_count * kLayerPairsMaxSmGroups &&
-         !(shape.plain_form && !shape.adds_residual && three_cover_row_on_half));
+         !layer_plain_three_rows(shape));
     const bool layer_pairs_kept =
         shape.layer && !layer_one_warp && (!shape.whole_groups || whole_pairs_kept);
     const bool layer_add_pairs = shape.layer && shape.adds_residual && pairs_exact &&
@@ -429,10 +457,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
     NormConfig odd_cover;
     const int64_t one_group_max_rows =
         (shape.layer ? kLayerOneGroupMaxRowsPerSm : kOneGroupMaxRowsPerSm) * sm_count;
+    const bool layer_add_one_group_any_batch =
+        shape.layer && shape.adds_residual && groups >= kLayerAddOneGroupAnyBatchMinGroups;
     const bool one_group_rows =
         fills_gpu && shape.fixed_threads_built && shape.whole_groups &&
         one_group_last_partial(groups, kNormSplitShortThreads, 1) &&
-        shape.rows <= one_group_max_rows &&
+        (shape.rows <= one_group_max_rows || layer_add_one_group_any_batch) &&
         (shape.layer || !exact_odd_items(shape, groups, true, &odd_cover));
     if (one_group_rows) items = 1;
     make_norm_config(shape, NormConfig::Path::kRegisters,
@@ -519,6 +549,10 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // against 1.69), which keep one group a thread.
     if (!fills_gpu && !shape.layer && shape.whole_groups && groups < kOddShortRowGroups) {
       exact_odd_items(shape, groups, shape.fp8_output, &c);
+    }
+    if (!fills_gpu && layer_plain_three_rows(shape)) {
+      make_norm_config(shape, NormConfig::Path::kRegisters, layer_plain_three_threads(groups), 3,
+                       &c);
     }
     if (short_rows) widen_short_row_blocks(groups, &c);
     // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per

@@ -295,6 +295,9 @@ bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config);
 // its `plain`; LayerNorm's rows that are not 2^k groups, up to twice as many rows as SMs, over
 // 2. Returns whether it did. norm_config_decode.cc says which rows and why.
 bool take_split_rows(const NormShape& shape, NormConfig* config);
+// Whether the shape's rows are LayerNorm alone's plain rows that three groups a thread hold on one
+// block at every batch (N = 1032-1536 bf16; norm_config.cc says which and why).
+bool layer_plain_three_rows(const NormShape& shape);
 
 // A registers-path config with `threads_per_row` x `items` groups (items a power of two up to
 // kNormMaxItems, or one of kNormOddItemCounts covering whole groups exactly where

@@ -23,10 +23,6 @@ constexpr int kOneGroupSplitBlocks = 2;
 constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count) {
   return (threads == 128 && rows <= 2 * sm_count) || (threads == 256 && rows <= sm_count);
 }
-// LayerNorm alone's plain calls on rows of up to this many groups that choose_norm_config gives
-// three groups a thread (on 64 threads: N = 1032-1536 bf16) keep one block a row past as many rows
-// as SMs rather than the mid-batch split.
-constexpr int64_t kLayerPlainThreeUnsplitMaxGroups = 256;
 
 }  // namespace
 
@@ -75,10 +71,10 @@ constexpr int64_t kLayerPlainThreeUnsplitMaxGroups = 256;
 // layer_norm [256, 768] 1.97 -> 1.79 us, [256, 896] 2.13 -> 1.70, its fused add 2.44 -> 1.82.
 // (Where such a batch fills the GPU, choose_norm_config now gives it one block of 128 threads a
 // row instead, in a kernel of fewer registers: "Norm v47".) LayerNorm alone's plain rows of three
-// groups on 64 threads (kLayerPlainThreeUnsplitMaxGroups) replayed faster on one block a row than
-// split past as many rows as SMs, once those had plain kernels (H200, "Norm v59"): layer_norm
-// [256, 1152 / 1280 / 1536] 1.61 / 1.65 / 1.65 us against 1.91 / 1.93 / 1.91 split in pairs; at
-// as many rows as SMs and below, not measured so, they split.
+// groups on 64 threads (layer_plain_three_rows) replayed faster on one block a row than split at
+// every batch, once those had plain kernels (H200, "Norm v59" and "Norm v60"): layer_norm
+// [256, 1152 / 1280 / 1536] 1.61 / 1.65 / 1.65 us against 1.91 / 1.93 / 1.91 split in pairs,
+// [1, 1152] 1.31 against 1.49 in four blocks, [132, 1152] 1.50 against 1.67 in two.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
@@ -107,11 +103,10 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
     items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
   }
   if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
-  const bool layer_plain_three_unsplit =
-      shape.layer && !shape.adds_residual && config->plain && config->items == 3 &&
-      config->rows_per_block == 1 && groups <= kLayerPlainThreeUnsplitMaxGroups &&
-      shape.rows > sm_count;
-  if (layer_mid_rows && layer_plain_three_unsplit) return false;
+  // LayerNorm alone's plain rows of three groups on 64 threads keep one block a row.
+  if (layer_plain_three_rows(shape) && config->items == 3 && config->rows_per_block == 1) {
+    return false;
+  }
   // Rows of one group a thread (65-127 groups on 128 threads): RMSNorm's fp8 form alone keeps its
   // warp of three exact groups (768 bf16), which measured faster.
   const bool one_group_rows = !power_of_two_row && items == 1;
