@@ -37,8 +37,8 @@ struct NormConfig {
   // Registers and cluster paths: whether the kernel lets the next grid (programmatic dependent
   // launch) begin launching only after its writes rather than at its start. The heuristic sets
   // it with weight_at_output at one to two blocks per SM, for the plain form's two-group rows at
-  // mid batches, and on the cluster path for more rows than SMs (norm_config.cc). No effect on
-  // results.
+  // mid batches (norm_config.cc), and on the cluster path for more rows than SMs
+  // (make_norm_config, norm_config_make.cc). No effect on results.
   bool trigger_after_writes = false;
   // Registers path, the fused add (RMSNorm, not fp8) at four groups per thread in 512-thread
   // blocks covering the row exactly: load the weight at the output (from L1, as every row reads
