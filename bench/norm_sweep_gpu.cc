@@ -199,8 +199,9 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   }
   // Where the call has the plain form but the heuristic takes the general kernels (RMSNorm's forms
   // past twice as many rows as SMs), each one-row-a-block config that the exact kernels of 1, 2
-  // or 4 groups take on a fixed thread count, in the plain form too (labelled ",plain"): what the
-  // plain kernels would be worth there. Only those configs: elsewhere `plain` is not honoured.
+  // or 4 groups take on a fixed thread count, or the one-group kernel (rows of 65-127 groups on
+  // 128 threads), in the plain form too (labelled ",plain"): what the plain kernels would be
+  // worth there. Only those configs: elsewhere `plain` is not honoured.
   if (shape.plain_form && shape.fixed_threads_built && shape.whole_groups && !heuristic.plain) {
     const std::size_t before_plain = configs.size();
     for (std::size_t i = 0; i < before_plain; ++i) {
@@ -208,8 +209,9 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       const int tpr = k.threads_per_row;
       const bool fixed_threads =
           tpr == 128 || tpr == 256 || tpr == 512 || (shape.layer && tpr == 64);
-      const bool exact = static_cast<int64_t>(tpr) * k.items == groups &&
-                         (k.items == 1 || k.items == 2 || k.items == gpu::kNormMaxItems);
+      const bool exact = (static_cast<int64_t>(tpr) * k.items == groups &&
+                          (k.items == 1 || k.items == 2 || k.items == gpu::kNormMaxItems)) ||
+                         gpu::one_group_last_partial(groups, tpr, k.items);
       if (k.path != NormConfig::Path::kRegisters || k.rows_per_block != 1 ||
           k.block_threads != tpr || !fixed_threads || !exact || k.weight_at_output ||
           k.output_parts != 1 || k.split_blocks != 1) {
