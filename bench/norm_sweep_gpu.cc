@@ -209,11 +209,11 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       const int tpr = k.threads_per_row;
       const bool fixed_threads =
           tpr == 128 || tpr == 256 || tpr == 512 || (shape.layer && tpr == 64);
-      const bool exact = (static_cast<int64_t>(tpr) * k.items == groups &&
-                          (k.items == 1 || k.items == 2 || k.items == gpu::kNormMaxItems)) ||
-                         gpu::one_group_last_partial(groups, tpr, k.items);
+      const bool plain_built = (static_cast<int64_t>(tpr) * k.items == groups &&
+                                (k.items == 1 || k.items == 2 || k.items == gpu::kNormMaxItems)) ||
+                               gpu::one_group_last_partial(groups, tpr, k.items);
       if (k.path != NormConfig::Path::kRegisters || k.rows_per_block != 1 ||
-          k.block_threads != tpr || !fixed_threads || !exact || k.weight_at_output ||
+          k.block_threads != tpr || !fixed_threads || !plain_built || k.weight_at_output ||
           k.output_parts != 1 || k.split_blocks != 1) {
         continue;
       }
