@@ -3,11 +3,12 @@
 // A row computed inside a batch (of 257 rows, or 48) must be bitwise identical to the same row
 // computed alone, whether the lone row sits in a fresh aligned buffer or one element off alignment
 // (which changes the kernels' access width but must not change the result); and two runs on the
-// same inputs must be bitwise identical. That covers the fp8 codes and the per-row scales too. The
-// sizes put the batch on the GPU's large-batch launch shape (four groups per thread, blocks
-// looping over rows) and the lone row on its small-batch one, the quantized op's mid batch on
-// its pair of cluster blocks a row and a decode-sized batch on fewer, wider clusters than the
-// lone row's, and its longest row on its two-pass path.
+// same inputs must be bitwise identical (not compared under a sanitizer: repeat_runs_compared).
+// That covers the fp8 codes and the per-row scales too. The sizes put the batch on the GPU's
+// large-batch launch shape (four groups per thread, blocks looping over rows) and the lone row on
+// its small-batch one, the quantized op's mid batch on its pair of cluster blocks a row and a
+// decode-sized batch on fewer, wider clusters than the lone row's, and its longest row on its
+// two-pass path.
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -121,11 +122,15 @@ TEST_P(ActInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
     SCOPED_TRACE(batch.name());
     const ActRun first = run_act_case(batch, backend);
     ASSERT_TRUE(first.status.ok()) << first.status.to_string();
-    const ActRun second = run_act_case(batch, backend);
-    ASSERT_TRUE(second.status.ok()) << second.status.to_string();
     for (int64_t r = 0; r < batch.rows; ++r) {
       ASSERT_FALSE(std::isnan(first.out.get(r, 0))) << "row " << r << " was not written";
-      ASSERT_EQ(row_bits(first, r), row_bits(second, r)) << "run-to-run difference in row " << r;
+    }
+    if (repeat_runs_compared()) {
+      const ActRun second = run_act_case(batch, backend);
+      ASSERT_TRUE(second.status.ok()) << second.status.to_string();
+      for (int64_t r = 0; r < batch.rows; ++r) {
+        ASSERT_EQ(row_bits(first, r), row_bits(second, r)) << "run-to-run difference in row " << r;
+      }
     }
     for (int64_t r : {int64_t{0}, batch.rows / 2, batch.rows - 1}) {
       for (int64_t offset : {0, 1}) {

@@ -3,8 +3,9 @@
 // A row normalized and quantized inside a batch must be bitwise identical to the same row done
 // alone, whether the lone row sits in a fresh aligned buffer or one element off alignment (which
 // changes the kernels' access width but must not change the result); and two runs on the same
-// inputs must be bitwise identical. That covers the codes, the per-row scales and residual_out.
-// On the GPU the batch is large enough for its large-batch launch shape.
+// inputs must be bitwise identical (not compared under a sanitizer: repeat_runs_compared). That
+// covers the codes, the per-row scales and residual_out. On the GPU the batch is large enough
+// for its large-batch launch shape.
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -54,12 +55,16 @@ TEST_P(NormFp8Invariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
       NormFp8Run inputs;
       const NormFp8Run first = run_norm_fp8_case(batch, backend, &inputs);
       ASSERT_TRUE(first.status.ok()) << first.status.to_string();
-      const NormFp8Run second = run_norm_fp8_case(batch, backend);
-      ASSERT_TRUE(second.status.ok()) << second.status.to_string();
       for (int64_t r = 0; r < batch.rows; ++r) {
         ASSERT_FALSE(std::isnan(first.out.get(r, 0))) << "row " << r << " was not written";
-        ASSERT_EQ(norm_fp8_row_bits(batch, first, r), norm_fp8_row_bits(batch, second, r))
-            << "run-to-run difference in row " << r;
+      }
+      if (repeat_runs_compared()) {
+        const NormFp8Run second = run_norm_fp8_case(batch, backend);
+        ASSERT_TRUE(second.status.ok()) << second.status.to_string();
+        for (int64_t r = 0; r < batch.rows; ++r) {
+          ASSERT_EQ(norm_fp8_row_bits(batch, first, r), norm_fp8_row_bits(batch, second, r))
+              << "run-to-run difference in row " << r;
+        }
       }
       for (int64_t r : {int64_t{0}, batch.rows / 2, batch.rows - 1}) {
         for (int64_t offset : {0, 1}) {

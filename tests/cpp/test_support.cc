@@ -2,6 +2,7 @@
 #include "test_support.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -20,6 +21,11 @@ bool backend_available(Backend b, std::string* reason) {
   if (gpu_count(&why) > 0) return true;
   if (reason != nullptr) *reason = "GPU tests skipped: " + why;
   return false;
+}
+
+bool repeat_runs_compared() {
+  const char* flag = std::getenv("FUSEKIT_TEST_UNDER_SANITIZER");
+  return flag == nullptr || std::string(flag).empty() || std::string(flag) == "0";
 }
 
 Tolerance output_tolerance(DType dtype) {

@@ -23,6 +23,14 @@ Device device_of(Backend b);
 // True when the suite can run on `b`; otherwise `reason` says why (for GTEST_SKIP).
 bool backend_available(Backend b, std::string* reason);
 
+// Whether the invariance tests run each batch a second time to compare the two runs' bits
+// (determinism). False where FUSEKIT_TEST_UNDER_SANITIZER is set to anything but 0, as
+// scripts/sanitize_tests.sh sets it: a tool such as racecheck checks a launch's accesses, and a
+// second launch of the same kernel on the same inputs makes the same ones, so under the tool it
+// costs about half of those tests' time (minutes each) and checks nothing new. Everything else
+// in them (a row alone against the batch) still runs; the plain runs check determinism.
+bool repeat_runs_compared();
+
 // Tolerance for comparing an output of `dtype` with the float64 reference:
 // |out - ref| <= rel * |ref| + abs.
 struct Tolerance {
