@@ -10,6 +10,7 @@
 #     (default: build test memcheck racecheck bench pytest)
 #
 # Environment: CUDA_ARCH (default 90a), BUILD_DIR (default build/gpu), LOG_DIR, BENCH_ARGS,
+# PYTEST_JOBS (pytest processes at once, default 8),
 # PYBENCH_ARGS (for `python3 -m fusekit bench`, e.g. --seed-dir DIR), CMAKE_ARGS (extra
 # configure arguments).
 set -uo pipefail
@@ -110,8 +111,37 @@ if has sweep; then
   cat "$LOG_DIR/sweep.log"
 fi
 python_env=(env FUSEKIT_LIBRARY="$PWD/$BUILD_DIR/torch/libfusekit_torch.so" PYTHONPATH=python)
+# The Python suite in PYTEST_JOBS processes at once (default 8), its tests dealt out in turn so
+# that each file's slow ones spread over them: in one process it takes over 9 minutes on an H200,
+# most of it one file's (the benchmark CLI's), with the GPU idle between its launches. Each
+# group's log is LOG_DIR/pytest/group-K.log; the step fails if any group does.
+pytest_in_groups() {
+  local jobs=$1 dir="$LOG_DIR/pytest" k
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  "${python_env[@]}" python3 -m pytest -q -p no:cacheprovider --collect-only tests/python |
+    grep '::' > "$dir/tests.txt" || { echo "no tests collected"; return 1; }
+  awk -v jobs="$jobs" -v dir="$dir" '{ print > (dir "/group-" (NR - 1) % jobs ".txt") }' \
+    "$dir/tests.txt"
+  local pids=() groups=()
+  for ((k = 0; k < jobs; k++)); do
+    [ -s "$dir/group-$k.txt" ] || continue
+    local ids=()
+    mapfile -t ids < "$dir/group-$k.txt"
+    "${python_env[@]}" python3 -m pytest -q -p no:cacheprovider "${ids[@]}" \
+      > "$dir/group-$k.log" 2>&1 &
+    pids+=($!)
+    groups+=("$k")
+  done
+  local failed=0 i
+  for i in "${!pids[@]}"; do
+    wait "${pids[i]}" || failed=1
+    echo "group ${groups[i]}: $(tail -n 1 "$dir/group-${groups[i]}.log")"
+  done
+  return $failed
+}
 if has pytest; then
-  run pytest "${python_env[@]}" python3 -m pytest -q tests/python
+  run pytest pytest_in_groups "${PYTEST_JOBS:-8}"
 fi
 if has pybench; then
   # shellcheck disable=SC2086
