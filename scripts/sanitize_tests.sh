@@ -19,8 +19,10 @@
 #
 # Environment: SANITIZE_FILTER (gtest filter of the tests to run; default: every test that
 # launches GPU kernels, without the >2^31-element cases, which take minutes under
-# instrumentation), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16),
-# SANITIZE_TIMES (start the longest tests first, by a previous run's times: for one tool, that
+# instrumentation), SANITIZE_GPUS (how many GPUs to deal the processes over, each process seeing
+# one through CUDA_VISIBLE_DEVICES; default: every GPU visible, by nvidia-smi or within
+# CUDA_VISIBLE_DEVICES), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16
+# per GPU), SANITIZE_TIMES (start the longest tests first, by a previous run's times: for one tool, that
 # run's LOG_DIR/times.txt; for several, that run's LOG_DIR, holding TOOL/times.txt for each),
 # SANITIZE_PART=K/P (run part K of P: under each tool, every P-th test from the K-th of that tool's
 # tests ordered as the queue orders them, so that each part gets its share of the long tests; a
@@ -33,6 +35,11 @@ if [ "${1:-}" = --one ]; then  # internal: one test, one process
   binary=$1 tool=$2 test=$3 log=$4 start=$SECONDS
   tool_options_var="SANITIZE_${tool^^}_OPTIONS"
   # shellcheck disable=SC2086  # options are words without spaces
+  # Where there are several GPUs, xargs's slot number (SANITIZE_SLOT) picks this process's.
+  read -r -a devices <<< "${SANITIZE_DEVICES:-}"
+  if [ ${#devices[@]} -gt 1 ]; then
+    export CUDA_VISIBLE_DEVICES=${devices[$(( ${SANITIZE_SLOT:-0} % ${#devices[@]} ))]}
+  fi
   # FUSEKIT_TEST_UNDER_SANITIZER: the invariance tests skip their second, identical run of each
   # batch (tests/cpp/test_support.h, repeat_runs_compared), which the tool would check again.
   FUSEKIT_TEST_UNDER_SANITIZER=1 OMP_NUM_THREADS=1 \
@@ -53,7 +60,24 @@ for ((i = 0; i < ${#tools[@]}; i++)); do
 done
 filter=${SANITIZE_FILTER:-'*gpu*:NormLaunchShapes.*:ActQuantLaunchShapes.*:-*HugeTensor*'}
 nproc_=$(nproc)
-jobs=${SANITIZE_JOBS:-$(( nproc_ < 16 ? nproc_ : 16 ))}
+# The GPUs the processes are dealt over: CUDA_VISIBLE_DEVICES's entries where it is set, else
+# 0 .. n - 1; SANITIZE_GPUS takes the first that many.
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  IFS=',' read -r -a visible <<< "$CUDA_VISIBLE_DEVICES"
+else
+  visible=()
+  gpu_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  for ((i = 0; i < ${gpu_count:-0}; i++)); do visible+=("$i"); done
+  [ ${#visible[@]} -gt 0 ] || visible=(0)
+fi
+gpus=${SANITIZE_GPUS:-${#visible[@]}}
+if [[ ! $gpus =~ ^[1-9][0-9]*$ ]] || [ "$gpus" -gt ${#visible[@]} ]; then
+  echo "SANITIZE_GPUS must be 1 to ${#visible[@]} (the GPUs visible), not '$gpus'" >&2
+  exit 2
+fi
+export SANITIZE_DEVICES="${visible[*]:0:gpus}"
+max_jobs=$(( 16 * gpus ))
+jobs=${SANITIZE_JOBS:-$(( nproc_ < max_jobs ? nproc_ : max_jobs ))}
 part=${SANITIZE_PART:-1/1}
 if [[ ! $part =~ ^([0-9]+)/([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -lt 1 ] ||
    [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
@@ -90,7 +114,9 @@ for tool in "${tools[@]}"; do
 done
 part_note=""
 [ "$part_count" -gt 1 ] && part_note=", part $part_index of $part_count"
-echo "${tools[*]}: $count tests each, $jobs processes at a time$part_note"
+gpu_note=""
+[ "$gpus" -gt 1 ] && gpu_note=" over GPUs $SANITIZE_DEVICES"
+echo "${tools[*]}: $count tests each, $jobs processes at a time$gpu_note$part_note"
 t0=$SECONDS
 export SANITIZE_TOOL_OPTIONS="$*"
 log_of() { echo "$(tool_dir "$1")/$(echo "$2" | tr '/' '_').log"; }
@@ -108,7 +134,8 @@ for ((i = 0; i < ${#tools[@]}; i++)); do
 done | sort -k1,1gr -k2,2n -k3,3n | while read -r _ _ _ tool test; do
   echo "$tool $test $(log_of "$tool" "$test")"
 done > "$(tool_dir "${tools[0]}")/order.txt"
-xargs -L 1 -P "$jobs" bash "$0" --one "$binary" < "$(tool_dir "${tools[0]}")/order.txt"
+xargs -L 1 -P "$jobs" --process-slot-var=SANITIZE_SLOT bash "$0" --one "$binary" \
+  < "$(tool_dir "${tools[0]}")/order.txt"
 # Each tool's tests in this run (all of them, but for a part).
 tests_of() { awk -v tool="$1" '$1 == tool { print $2 }' "$(tool_dir "${tools[0]}")/order.txt"; }
 status=0

@@ -17,10 +17,14 @@ mkdir "$work/bin"
 # FAKE_DIE, FAKE_FAIL, FAKE_NO_GPU (the test runs but calls no GPU API) and FAKE_SKIP (gtest skips
 # it before any GPU call) are substrings of the test names it treats so (FAKE_ERROR under the tool
 # FAKE_ERROR_TOOL alone, where set). The real tool ends a process that made no GPU call with the
-# line below and exit code 255. FAKE_CALL_LOG collects each call's arguments.
+# line below and exit code 255. FAKE_CALL_LOG collects each call's arguments, FAKE_ENV_LOG the
+# GPU it was given (CUDA_VISIBLE_DEVICES) and FUSEKIT_TEST_UNDER_SANITIZER.
 cat > "$work/bin/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
 [ -n "${FAKE_CALL_LOG:-}" ] && echo "$*" >> "$FAKE_CALL_LOG"
+[ -n "${FAKE_ENV_LOG:-}" ] &&
+  echo "gpu=${CUDA_VISIBLE_DEVICES:-unset} flag=${FUSEKIT_TEST_UNDER_SANITIZER:-unset}" \
+    >> "$FAKE_ENV_LOG"
 tool=memcheck
 while [[ $1 == --* ]]; do
   case $1 in
@@ -192,6 +196,43 @@ for bad in 0/2 3/2 1 x/y; do
     failures=$((failures + 1))
   fi
 done
+
+# Every process runs with FUSEKIT_TEST_UNDER_SANITIZER set; on several GPUs (SANITIZE_GPUS of
+# those CUDA_VISIBLE_DEVICES lists) each sees one of them, and every one gets processes; asked
+# for more GPUs than are visible, the script refuses.
+gpu_run() {  # expected_rc env...; the calls' environments in $work/env.log
+  local want=$1; shift
+  rm -f "$work/env.log"
+  env PATH="$work/bin:$PATH" SANITIZE_FILTER='Half.*:FastDivide.*' FAKE_ENV_LOG="$work/env.log" \
+    "$@" bash "$script" memcheck "$binary" "$work/gpus" > "$work/gpus.out" 2>&1
+  local rc=$?
+  [ "$rc" -eq "$want" ] || { echo "    rc $rc (expected $want)"; return 1; }
+}
+gpu_check() {  # description command...
+  local what=$1; shift
+  if "$@"; then
+    echo "ok: $what"
+  else
+    echo "FAIL: $what"
+    sed 's/^/    /' "$work/gpus.out" "$work/env.log" 2>/dev/null
+    failures=$((failures + 1))
+  fi
+}
+env_count() { grep -c -x -- "$1" "$work/env.log"; }
+gpu_check "one GPU: the processes keep the device list, with the sanitizer flag set" \
+  eval 'gpu_run 0 SANITIZE_JOBS=2 CUDA_VISIBLE_DEVICES=4 &&
+        [ "$(env_count "gpu=4 flag=1")" -eq 8 ]'
+gpu_check "two GPUs: each process sees one, both get processes" \
+  eval 'gpu_run 0 SANITIZE_JOBS=2 CUDA_VISIBLE_DEVICES=3,5 &&
+        [ $(( $(env_count "gpu=3 flag=1") + $(env_count "gpu=5 flag=1") )) -eq 8 ] &&
+        [ "$(env_count "gpu=3 flag=1")" -ge 1 ] && [ "$(env_count "gpu=5 flag=1")" -ge 1 ] &&
+        grep -q "over GPUs 3 5" "$work/gpus.out"'
+gpu_check "SANITIZE_GPUS=1: the device list left as it is (the first its default)" \
+  eval 'gpu_run 0 SANITIZE_JOBS=2 SANITIZE_GPUS=1 CUDA_VISIBLE_DEVICES=3,5 &&
+        [ "$(env_count "gpu=3,5 flag=1")" -eq 8 ]'
+gpu_check "more GPUs than visible are refused" \
+  eval 'gpu_run 2 SANITIZE_GPUS=3 CUDA_VISIBLE_DEVICES=3,5 &&
+        grep -q "SANITIZE_GPUS must be 1 to 2" "$work/gpus.out"'
 
 # Several tools in one queue: each tool's logs, times and summary in LOG_DIR/TOOL, the rest of
 # LOG_DIR kept; the options after LOG_DIR to every tool, SANITIZE_<TOOL>_OPTIONS to that one.
