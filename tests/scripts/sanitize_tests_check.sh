@@ -197,6 +197,18 @@ for bad in 0/2 3/2 1 x/y; do
   fi
 done
 
+check_showing() {  # "output files" description command...: ok, or FAIL with those files
+  local files=$1 what=$2 file
+  shift 2
+  if "$@"; then
+    echo "ok: $what"
+  else
+    echo "FAIL: $what"
+    for file in $files; do sed 's/^/    /' "$file" 2>/dev/null; done
+    failures=$((failures + 1))
+  fi
+}
+
 # Every process runs with FUSEKIT_TEST_UNDER_SANITIZER set; on several GPUs (SANITIZE_GPUS of
 # those CUDA_VISIBLE_DEVICES lists) each sees one of them, and every one gets processes; asked
 # for more GPUs than are visible, the script refuses.
@@ -208,16 +220,7 @@ gpu_run() {  # expected_rc env...; the calls' environments in $work/env.log
   local rc=$?
   [ "$rc" -eq "$want" ] || { echo "    rc $rc (expected $want)"; return 1; }
 }
-gpu_check() {  # description command...
-  local what=$1; shift
-  if "$@"; then
-    echo "ok: $what"
-  else
-    echo "FAIL: $what"
-    sed 's/^/    /' "$work/gpus.out" "$work/env.log" 2>/dev/null
-    failures=$((failures + 1))
-  fi
-}
+gpu_check() { check_showing "$work/gpus.out $work/env.log" "$@"; }
 env_count() { grep -c -x -- "$1" "$work/env.log"; }
 gpu_check "one GPU: the processes keep the device list, with the sanitizer flag set" \
   eval 'gpu_run 0 SANITIZE_JOBS=2 CUDA_VISIBLE_DEVICES=4 &&
@@ -242,16 +245,7 @@ two() {  # runs memcheck+racecheck over Half.* and FastDivide.*; output in $work
     SANITIZE_MEMCHECK_OPTIONS="--leak-check full" "$@" \
     bash "$script" memcheck+racecheck "$binary" "$work/two" --print-limit 5 > "$work/two.out" 2>&1
 }
-check() {  # description condition...
-  local what=$1; shift
-  if "$@"; then
-    echo "ok: $what"
-  else
-    echo "FAIL: $what"
-    sed 's/^/    /' "$work/two.out"
-    failures=$((failures + 1))
-  fi
-}
+check() { check_showing "$work/two.out" "$@"; }
 mkdir -p "$work/two"
 echo kept > "$work/two/other.log"
 two SANITIZE_JOBS=2
