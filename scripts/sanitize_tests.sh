@@ -22,8 +22,9 @@
 # instrumentation), SANITIZE_GPUS (how many GPUs to deal the processes over, each process seeing
 # one through CUDA_VISIBLE_DEVICES; default: every GPU visible, by nvidia-smi or within
 # CUDA_VISIBLE_DEVICES), SANITIZE_JOBS (concurrent processes; default: the CPU count, at most 16
-# per GPU), SANITIZE_TIMES (start the longest tests first, by a previous run's times: for one tool, that
-# run's LOG_DIR/times.txt; for several, that run's LOG_DIR, holding TOOL/times.txt for each),
+# per GPU), SANITIZE_TIMES (start the longest tests first, by a previous run's times: for one
+# tool, that run's LOG_DIR/times.txt; for several, that run's LOG_DIR, holding TOOL/times.txt for
+# each),
 # SANITIZE_PART=K/P (run part K of P: under each tool, every P-th test from the K-th of that tool's
 # tests ordered as the queue orders them, so that each part gets its share of the long tests; a
 # tool's parts depend on that tool's times alone, so parts run with different tools beside it still
