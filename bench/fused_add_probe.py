@@ -18,6 +18,9 @@ Rounds alternate the variants.
     PYTHONPATH=python python3 bench/fused_add_probe.py [--N 896,2048,4096,8192] [--M 2048]
         [--seed-dir DIR] [--compile] [--rounds 5] [--flush read|memset]
         [--variants base,early_weight,...]   (names joined by +; `base` is none of them)
+
+fusekit's row appears where its compiled operators are loaded for CUDA (FUSEKIT_LIBRARY, as for
+the Python benchmark).
 """
 from __future__ import annotations
 
@@ -75,6 +78,8 @@ def main() -> None:
     probe = build_probe()
     try:
         import fusekit
+        if "cuda" not in fusekit.build_info()["backends"]:
+            fusekit = None  # the fallbacks are torch's ops, not fusekit's kernels: left out
     except ImportError:
         fusekit = None
     seed = None
