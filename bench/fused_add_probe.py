@@ -121,10 +121,13 @@ def main() -> None:
             y.fill_(float("nan"))
             h.fill_(float("nan"))
             fn()
-            y_err = (y.double() - y64).abs().max().item()
-            h_err = (h.double() - h64).abs().max().item()
-            if not (y_err < 0.1 and h_err < 0.1):  # bf16 outputs of |y| up to ~20
-                raise SystemExit(f"{name} at N = {n}: max error y {y_err}, h {h_err}")
+            # Relative to the value, floored at 0.05: y may carry two bf16 roundings (h's, when
+            # its squares use the rounded h, and its own), 2^-8 each. NaN (a row or a column
+            # left unwritten) fails.
+            y_err = ((y.double() - y64).abs() / (y64.abs() + 0.05)).max().item()
+            h_err = ((h.double() - h64).abs() / (h64.abs() + 0.05)).max().item()
+            if not (y_err < 2e-2 and h_err < 2e-2):
+                raise SystemExit(f"{name} at N = {n}: max relative error y {y_err}, h {h_err}")
         for fn in calls.values():
             fn()
         torch.cuda.synchronize()
