@@ -197,13 +197,7 @@ std::vector<BadCase> backward_cases(Backend backend) {
   };
 }
 
-class ActBadInput : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    std::string reason;
-    if (!backend_available(GetParam(), &reason)) GTEST_SKIP() << reason;
-  }
-};
+class ActBadInput : public BackendTest {};
 
 TEST_P(ActBadInput, ForwardClearErrorAndNothingWritten) {
   expect_all_refused(GetParam(), forward_cases(GetParam()));

@@ -117,8 +117,7 @@ class ActValues : public ::testing::TestWithParam<Param> {};
 
 TEST_P(ActValues, MatchesFloat64Reference) {
   const auto [backend, act, mode] = GetParam();
-  std::string reason;
-  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(backend);
   for (const ActCase& c : cases_for(act, mode)) {
     const ActRun run = run_act_case(c, backend);
     ASSERT_TRUE(check_act_run(c, run));
@@ -133,8 +132,7 @@ TEST_P(ActValues, MatchesFloat64Reference) {
 // finite values, values where exp / x^3 / erfc switch regimes or overflow float32, NaN.
 TEST_P(ActValues, LargestFiniteInputsAndNaN) {
   const auto [backend, act, mode] = GetParam();
-  std::string reason;
-  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(backend);
   for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     const double largest = dtype == DType::kFloat16 ? 65504.0
                            : dtype == DType::kBFloat16
@@ -191,8 +189,7 @@ TEST_P(ActValues, LargestFiniteInputsAndNaN) {
 TEST_P(ActValues, EveryBf16GateGivesTheCpuBits) {
   const auto [backend, act, mode] = GetParam();
   if (backend != Backend::kGPU) GTEST_SKIP() << "compares the GPU with the CPU";
-  std::string reason;
-  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(backend);
   ActCase c;
   c.act = act;
   c.mode = mode;
@@ -223,8 +220,7 @@ TEST_P(ActValues, EveryBf16GateGivesTheCpuBits) {
 TEST_P(ActValues, AllZeroRowGetsTheFloorScale) {
   const auto [backend, act, mode] = GetParam();
   if (mode != ActMode::kQuantFp8) GTEST_SKIP() << "quantized mode only";
-  std::string reason;
-  if (!backend_available(backend, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(backend);
   for (Fp8Format format : {Fp8Format::kE4M3FN, Fp8Format::kE4M3FNUZ}) {
     ActCase c;
     c.act = act;
@@ -249,8 +245,7 @@ TEST_P(ActValues, AllZeroRowGetsTheFloorScale) {
 // elements, with more rows than one pass of threads takes (gpu/act/act_config.h), so the last
 // rows are a second pass of the same threads. GPU only: 4 GiB of bf16 input.
 TEST(ActHugeTensor, MoreThan2To31ElementsAndMoreRowsThanThreads) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const int64_t n = 8;  // one 16-byte group per row: one thread per row
   const int64_t m = gpu::kActMaxActiveThreads + 3;
   ASSERT_GT(m * 2 * n, int64_t{1} << 31);
@@ -289,8 +284,7 @@ TEST(ActHugeTensor, MoreThan2To31ElementsAndMoreRowsThanThreads) {
 // between GPUs (on an H100 rows past N = 14336 take the cluster, elsewhere the wide build), so
 // each is run here by its configuration, and the test fails if one is no longer reached.
 TEST(ActQuantLaunchShapes, EveryKernelBuildWritesTheCpuBits) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   using gpu::ActQuantConfig;
   using gpu::ActShape;
   struct Variant {

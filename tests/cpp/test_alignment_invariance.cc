@@ -22,13 +22,7 @@
 namespace fusekit::testing {
 namespace {
 
-class AlignmentInvariance : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    std::string reason;
-    if (!backend_available(GetParam(), &reason)) GTEST_SKIP() << reason;
-  }
-};
+class AlignmentInvariance : public BackendTest {};
 
 // Layout k of eight (0: every base aligned, rows of exactly N): bases k, k + 3, k + 5 and k + 1
 // elements past alignment, row pads that differ per tensor.

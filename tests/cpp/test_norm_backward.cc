@@ -20,8 +20,7 @@ using Param = std::tuple<Backend, BackwardOp>;
 class NormBackward : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    std::string reason;
-    if (!backend_available(backend(), &reason)) GTEST_SKIP() << reason;
+    FUSEKIT_SKIP_UNLESS_AVAILABLE(backend());
   }
   Backend backend() const { return std::get<0>(GetParam()); }
   BackwardOp op() const { return std::get<1>(GetParam()); }

@@ -125,13 +125,7 @@ std::vector<BadCase> bad_cases(Backend backend) {
   };
 }
 
-class NormBackwardBadInput : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    std::string reason;
-    if (!backend_available(GetParam(), &reason)) GTEST_SKIP() << reason;
-  }
-};
+class NormBackwardBadInput : public BackendTest {};
 
 TEST_P(NormBackwardBadInput, ClearErrorAndNothingWritten) {
   expect_all_refused(GetParam(), bad_cases(GetParam()));

@@ -169,13 +169,7 @@ std::vector<BadCase> bad_cases(Backend backend) {
   return cases;
 }
 
-class NormBadInput : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    std::string reason;
-    if (!backend_available(GetParam(), &reason)) GTEST_SKIP() << reason;
-  }
-};
+class NormBadInput : public BackendTest {};
 
 TEST_P(NormBadInput, ClearErrorAndNothingWritten) {
   expect_all_refused(GetParam(), bad_cases(GetParam()));

@@ -164,13 +164,7 @@ std::vector<BadCase> bad_cases(Backend backend) {
   };
 }
 
-class NormFp8BadInput : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    std::string reason;
-    if (!backend_available(GetParam(), &reason)) GTEST_SKIP() << reason;
-  }
-};
+class NormFp8BadInput : public BackendTest {};
 
 TEST_P(NormFp8BadInput, ClearErrorAndNothingWritten) {
   expect_all_refused(GetParam(), bad_cases(GetParam()));

@@ -22,8 +22,7 @@ using Param = std::tuple<Backend, NormFp8Op, Fp8Scale>;
 class NormFp8Invariance : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    std::string reason;
-    if (!backend_available(std::get<0>(GetParam()), &reason)) GTEST_SKIP() << reason;
+    FUSEKIT_SKIP_UNLESS_AVAILABLE(std::get<0>(GetParam()));
   }
 };
 

@@ -63,8 +63,7 @@ std::vector<uint64_t> fp8_launch_bits(LaunchShapeInputs& in, const gpu::NormConf
 // scale (one part stores it) and a static one. The fused add's fp8 forms have no such kernels:
 // asked for one, the launch is refused and writes nothing.
 TEST(NormLaunchShapes, Fp8SharedRowsGiveTheBitsOfOneBlockARow) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const int64_t m = 3;
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
     for (int64_t n : {2048, 4096, 8192}) {
@@ -137,8 +136,7 @@ TEST(NormLaunchShapes, Fp8SharedRowsGiveTheBitsOfOneBlockARow) {
 // thread, for a dynamic scale (with and without an upper bound, the latter in e4m3fnuz, whose
 // kernels take the count from their arguments either way) and a static one.
 TEST(NormLaunchShapes, Fp8FixedThreadCountsGiveTheBitsOfTheGeneralKernels) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const int64_t m = 5;
   for (const bool add : {false, true}) {
     for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
@@ -185,8 +183,7 @@ TEST(NormLaunchShapes, Fp8FixedThreadCountsGiveTheBitsOfTheGeneralKernels) {
 // 32768 and 20480 (2560 groups: clusters of 5 and 10 blocks cover it exactly, of 2 and 3 in
 // part) and 32765 (not whole groups).
 TEST(NormLaunchShapes, Fp8ClusterShapesAgreeWithTheStagedPath) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   for (int form = 0; form < 6; ++form) {
     const bool add = (form & 1) != 0;
     const int64_t n = form < 2 ? 32768 : form < 4 ? 32768 - 3 : 20480;

@@ -25,8 +25,7 @@ constexpr Fp8Format kFormats[] = {Fp8Format::kE4M3FN, Fp8Format::kE4M3FNUZ};
 class NormFp8Values : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    std::string reason;
-    if (!backend_available(backend(), &reason)) GTEST_SKIP() << reason;
+    FUSEKIT_SKIP_UNLESS_AVAILABLE(backend());
   }
   Backend backend() const { return std::get<0>(GetParam()); }
   NormFp8Op op() const { return std::get<1>(GetParam()); }

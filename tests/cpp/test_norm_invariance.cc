@@ -29,8 +29,7 @@ using Param = std::tuple<Backend, NormOp, DType>;
 class NormInvariance : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    std::string reason;
-    if (!backend_available(std::get<0>(GetParam()), &reason)) GTEST_SKIP() << reason;
+    FUSEKIT_SKIP_UNLESS_AVAILABLE(std::get<0>(GetParam()));
   }
 };
 
@@ -164,8 +163,7 @@ using LaunchShapeParam = std::tuple<bool, bool, DType>;
 class NormLaunchShapeBits : public ::testing::TestWithParam<LaunchShapeParam> {};
 
 TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const auto [layer, add, dtype] = GetParam();
   for (int64_t n :
        {7, 24, 40, 64, 384, 640, 768, 769, 1016, 1536, 2304, 2560, 3072, 3584, 4096, 4100,
@@ -306,8 +304,7 @@ INSTANTIATE_TEST_SUITE_P(
 // not the fused add with an fp8 output, and outputs apart from the inputs; a launch asked for it
 // otherwise is refused with a message, and writes nothing.
 TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const int64_t m = 3, n = 4096;
   LaunchShapeInputs in(false, true, DType::kBFloat16, m, n, 7);
   detail::NormProblem& p = in.p;
@@ -365,8 +362,7 @@ TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
 // groups (the bounds-checked kernel); N = 20480 (2560 groups) by clusters of 5 blocks (128 x 4,
 // 256 x 2, 512 x 1) exactly, of 2 and 3 in part.
 TEST(NormLaunchShapes, ClusterShapesAgreeWithTheStagedPath) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   // Each form at N = 32768, 32765 and 20480.
   for (int form = 0; form < 12; ++form) {
     const bool layer = (form & 1) != 0, add = (form & 2) != 0;

@@ -29,13 +29,7 @@
 namespace fusekit::testing {
 namespace {
 
-class NormRowRuns : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    std::string reason;
-    if (!backend_available(GetParam(), &reason)) GTEST_SKIP() << reason;
-  }
-};
+class NormRowRuns : public BackendTest {};
 
 // Every output of a run: out (x for in place), rstd and mean.
 std::vector<uint64_t> norm_bits(const NormCase& c, const NormRun& run) {

@@ -108,8 +108,7 @@ using SplitParam = std::tuple<SplitForm, DType>;
 class SplitRowsBits : public ::testing::TestWithParam<SplitParam> {};
 
 TEST_P(SplitRowsBits, SplitRowsGiveTheBitsOfOneBlockARow) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const auto [f, dtype] = GetParam();
   const int64_t m = 3;
   int split_launches = 0;
@@ -187,8 +186,7 @@ INSTANTIATE_TEST_SUITE_P(
 // more blocks than a portable cluster, and blocks of less than a warp are refused with a message,
 // and nothing is written; the heuristic does not take the split for those forms.
 TEST(NormLaunchShapes, SplitRowsAreRefusedWhereNoKernelTakesThem) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const SplitForm add = {false, true, false, false};
   const SplitForm fnuz = {false, true, true, true, Fp8Format::kE4M3FNUZ};
   struct Refused {

@@ -17,8 +17,7 @@ using Param = std::tuple<Backend, NormOp>;
 class NormValues : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    std::string reason;
-    if (!backend_available(backend(), &reason)) GTEST_SKIP() << reason;
+    FUSEKIT_SKIP_UNLESS_AVAILABLE(backend());
   }
   Backend backend() const { return std::get<0>(GetParam()); }
   NormOp op() const { return std::get<1>(GetParam()); }
@@ -225,8 +224,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // 64-bit indexing: a tensor of more than 2^31 elements (GPU only: 4 GiB per bf16 tensor).
 TEST(NormHugeTensor, MoreThan2To31Elements) {
-  std::string reason;
-  if (!backend_available(Backend::kGPU, &reason)) GTEST_SKIP() << reason;
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   const int64_t n = 4096;
   const int64_t m = (int64_t{1} << 31) / n + 3;  // 2^31 + 3 * 4096 elements
   RowBuffer x(Backend::kGPU, DType::kBFloat16, m, n);

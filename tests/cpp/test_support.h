@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fusekit/fusekit.h"
+#include "gtest/gtest.h"
 
 namespace fusekit::testing {
 
@@ -22,6 +23,22 @@ Device device_of(Backend b);
 
 // True when the suite can run on `b`; otherwise `reason` says why (for GTEST_SKIP).
 bool backend_available(Backend b, std::string* reason);
+
+// Skips the running test, printing why, where the suite cannot run on `backend` (a macro: the
+// skip returns from the test body or SetUp that names it).
+#define FUSEKIT_SKIP_UNLESS_AVAILABLE(backend)                                         \
+  do {                                                                                 \
+    std::string fusekit_skip_reason;                                                   \
+    if (!::fusekit::testing::backend_available((backend), &fusekit_skip_reason)) {     \
+      GTEST_SKIP() << fusekit_skip_reason;                                             \
+    }                                                                                  \
+  } while (0)
+
+// Tests whose parameter is the backend alone, skipped where it is unavailable.
+class BackendTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override { FUSEKIT_SKIP_UNLESS_AVAILABLE(GetParam()); }
+};
 
 // Whether the invariance tests run each batch a second time to compare the two runs' bits
 // (determinism). False where FUSEKIT_TEST_UNDER_SANITIZER is set to anything but 0, as
