@@ -17,7 +17,11 @@
 //   kExactDivision   sum / n through an IEEE division (the library's) rather than a product by
 //                    the reciprocal of n;
 //   kDependentLaunch griddepcontrol.wait and launch_dependents at the start, launched with
-//                    programmatic stream serialization (the library's default).
+//                    programmatic stream serialization (the library's default);
+//   kWeightAtOnce    without kEarlyWeight: every group's weight loaded after the reduction before
+//                    any output is stored, rather than group by group beside its outputs (where
+//                    each group's load waits behind the previous group's stores: one cache round
+//                    trip a group on the row's path).
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -31,7 +35,14 @@ enum Choice : int {
   kDependentLaunch = 4,
   kLateResidual = 8,
   kExactDivision = 16,
+  kWeightAtOnce = 32,
 };
+constexpr int kChoiceCount = 64;
+
+// kWeightAtOnce orders the late weight's loads: with kEarlyWeight there are none to order.
+__host__ __device__ constexpr bool choices_valid(int choices) {
+  return !((choices & kWeightAtOnce) != 0 && (choices & kEarlyWeight) != 0);
+}
 
 constexpr int kThreads = 128;
 constexpr int kGroup = 8;  // bf16 elements in 16 bytes
@@ -62,6 +73,8 @@ __global__ void __launch_bounds__(kThreads)
   constexpr bool kRounded = (kChoices & kRoundedSquares) != 0;
   constexpr bool kEarly = (kChoices & kEarlyWeight) != 0;
   constexpr bool kLate = (kChoices & kLateResidual) != 0;
+  constexpr bool kAtOnce = (kChoices & kWeightAtOnce) != 0;
+  static_assert(choices_valid(kChoices), "the weight at once is a late weight");
   if constexpr ((kChoices & kDependentLaunch) != 0) {
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;");
@@ -116,11 +129,18 @@ __global__ void __launch_bounds__(kThreads)
                                 ? __fdiv_rn(total, static_cast<float>(n))
                                 : total * __frcp_rn(static_cast<float>(n));
   const float rstd = rsqrtf(mean_square + eps);
+  if constexpr (kAtOnce) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int col = (t + i * kThreads) * kGroup;
+      if (col < n) wg[i] = load_group(weight + col);
+    }
+  }
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = (t + i * kThreads) * kGroup;
     if (col < n) {
-      if constexpr (!kEarly) wg[i] = load_group(weight + col);
+      if constexpr (!kEarly && !kAtOnce) wg[i] = load_group(weight + col);
       Group out, stored;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -157,14 +177,16 @@ int launch(const void* x, const void* residual, const void* weight, void* y, voi
                             static_cast<__nv_bfloat16*>(residual_out), n, eps);
 }
 
-// Every combination of the five switches, for one group count.
+// Every valid combination of the six switches, for one group count.
 template <int kItems, int kChoices = 0>
 int launch_choices(int choices, const void* x, const void* residual, const void* weight, void* y,
                    void* residual_out, int rows, int n, float eps, cudaStream_t stream) {
-  if (choices == kChoices) {
-    return launch<kItems, kChoices>(x, residual, weight, y, residual_out, rows, n, eps, stream);
+  if constexpr (choices_valid(kChoices)) {
+    if (choices == kChoices) {
+      return launch<kItems, kChoices>(x, residual, weight, y, residual_out, rows, n, eps, stream);
+    }
   }
-  if constexpr (kChoices + 1 < 32) {
+  if constexpr (kChoices + 1 < kChoiceCount) {
     return launch_choices<kItems, kChoices + 1>(choices, x, residual, weight, y, residual_out,
                                                 rows, n, eps, stream);
   }
@@ -173,7 +195,8 @@ int launch_choices(int choices, const void* x, const void* residual, const void*
 
 }  // namespace
 
-// 0 on success, a CUDA error code, -1 for choices outside 0-31, -2 for a row that is not whole
+// 0 on success, a CUDA error code, -1 for choices outside 0-63 or both kEarlyWeight and
+// kWeightAtOnce, -2 for a row that is not whole
 // 16-byte groups or needs more than 8 a thread (n <= 8192).
 extern "C" int fused_add_probe(int choices, const void* x, const void* residual,
                                const void* weight, void* y, void* residual_out, int rows, int n,

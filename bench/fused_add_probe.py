@@ -8,7 +8,9 @@ At M = 2048 the seed kernel has led fusekit's fused add by 2-10% in every run si
 fusekit's choices costs that: the squares over h rounded to bf16 (`rounded`), the weight loaded
 beside the row (`early_weight`), h stored after the reduction (`late_residual`; fusekit stores it
 before), the IEEE division of the sum by n (`exact_division`), programmatic dependent launch
-(`dependent_launch`). Each variant's outputs are checked against float64 before it is timed.
+(`dependent_launch`); and, for a weight loaded after the reduction, whether every group's loads go
+out at once (`weight_at_once`) or group by group beside its outputs. Each variant's outputs are
+checked against float64 before it is timed.
 
 Timing is the Python benchmark's cold method (fusekit.bench.timing): the L2 emptied by reading a
 512 MB buffer before each call, calls enqueued back to back between event pairs, the median of
@@ -34,9 +36,11 @@ import tempfile
 import torch
 
 CHOICES = {"rounded": 1, "early_weight": 2, "dependent_launch": 4, "late_residual": 8,
-           "exact_division": 16}
+           "exact_division": 16, "weight_at_once": 32}
 DEFAULT_VARIANTS = ("base,early_weight,late_residual,early_weight+late_residual,"
+                    "late_residual+weight_at_once,"
                     "rounded+exact_division+late_residual,"
+                    "rounded+exact_division+late_residual+weight_at_once,"
                     "rounded+exact_division+early_weight,"
                     "rounded+exact_division+early_weight+dependent_launch")
 
