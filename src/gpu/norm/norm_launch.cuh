@@ -7,7 +7,8 @@
 // output (launch_norm_fp8) per kind of fp8 format and the same two forms (norm_rms_fp8.cu and
 // norm_rms_fp8_add.cu: e4m3fn; norm_rms_fp8_format_in_args.cu and its _add: the format in the
 // arguments). A part is about half of what a kind's unit was, the fused add's the larger (it
-// also has the residual's dtypes): the longest unit bounds a parallel build. They turn the
+// also has the residual's dtypes), and so the fused add's parts leave their kernels of bf16 x to
+// a unit each (norm_*_add_bf16.cu): the longest unit bounds a parallel build. They turn the
 // runtime dtypes, the load width and the warp size into template arguments, and launch the
 // registers, cluster or staged kernel. Rows beyond what one grid can index go in several
 // launches.
@@ -22,6 +23,7 @@
 #include "core/validate.h"
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
+#include "gpu/common/fp8_pack.cuh"
 #include "gpu/common/kernel_limits.h"
 #include "gpu/common/launch_math.h"
 #include "gpu/norm/norm_config.h"
@@ -459,15 +461,17 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   return Status();
 }
 
-// Every dtype combination of kind kKind, with the fused residual add (kAdd) or without, with
-// output Fp8 (void: x's dtype; else an fp8 format tag: gpu/common/fp8_pack.cuh).
-template <NormKind kKind, bool kAdd, class Fp8, bool kRuns = false>
-Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& args,
-                          const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
-                          StreamHandle stream) {
-  if (p.add_residual != kAdd) return Status::runtime_error("norm: internal add dispatch error");
-  return dispatch_float_dtype(p.x_dtype, [&](auto x_tag) -> Status {
-    using TX = typename decltype(x_tag)::type;
+// Every dtype combination of kind kKind whose x is TX, with the fused residual add (kAdd) or
+// without, with output Fp8 (void: x's dtype; else an fp8 format tag: gpu/common/fp8_pack.cuh).
+// None for e4m3fn codes where the platform has no hardware conversion to them (HIP):
+// dispatch_codes_format never asks for them there, so no unit builds them in vain.
+template <NormKind kKind, bool kAdd, class Fp8, bool kRuns, class TX>
+Status launch_norm_x_dtype(const detail::NormProblem& p, const NormKernelArgs& args,
+                           const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                           StreamHandle stream) {
+  if constexpr (std::is_same_v<Fp8, detail::Fp8E4M3FN> && !platform_has_hardware_e4m3fn()) {
+    return Status::runtime_error("norm: no e4m3fn kernels are built for this platform");
+  } else {
     return dispatch_x_or_float<TX>(p.weight_dtype, [&](auto w_tag) -> Status {
       using TW = typename decltype(w_tag)::type;
       return dispatch_x_or_float<TX>(p.source_dtype(), [&](auto r_tag) -> Status {
@@ -486,6 +490,32 @@ Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& ar
         }
       });
     });
+  }
+}
+
+// The fused add's four parts leave their kernels of bf16 x to units of their own
+// (norm_*_add_bf16.cu): of a part's nine dtype combinations fp32 x has one and fp16 and bf16
+// x four each, so each part splits into units of five and four, and the longest unit, which
+// bounds a parallel build, is about half as long.
+#define FUSEKIT_NORM_BF16_X_PART(kind, fp8)                                                  \
+  template Status launch_norm_x_dtype<kind, true, fp8, false, BFloat16>(                    \
+      const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int,           \
+      const DeviceInfo&, bool, StreamHandle)
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, void);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kLayer, void);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, detail::Fp8E4M3FN);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, Fp8FormatInArgs);
+
+// Every dtype combination of kind kKind (launch_norm_x_dtype for x's).
+template <NormKind kKind, bool kAdd, class Fp8, bool kRuns = false>
+Status launch_norm_dtypes(const detail::NormProblem& p, const NormKernelArgs& args,
+                          const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
+                          StreamHandle stream) {
+  if (p.add_residual != kAdd) return Status::runtime_error("norm: internal add dispatch error");
+  return dispatch_float_dtype(p.x_dtype, [&](auto x_tag) -> Status {
+    using TX = typename decltype(x_tag)::type;
+    return launch_norm_x_dtype<kKind, kAdd, Fp8, kRuns, TX>(p, args, cfg, load_width, info, pdl,
+                                                           stream);
   });
 }
 
@@ -503,18 +533,14 @@ Status launch_norm_runs(const detail::NormProblem& p, const NormKernelArgs& args
   return launch_norm_dtypes<kKind, false, void, true>(p, args, cfg, load_width, info, pdl, stream);
 }
 
-// RMSNorm's e4m3fn kernels, on a platform that converts to e4m3fn in hardware (CUDA); elsewhere
-// none (dispatch_codes_format never asks for them there), so no unit builds them in vain.
+// RMSNorm's e4m3fn kernels, on a platform that converts to e4m3fn in hardware (CUDA; elsewhere
+// none: launch_norm_x_dtype).
 template <bool kAdd>
 Status launch_norm_e4m3fn(const detail::NormProblem& p, const NormKernelArgs& args,
                           const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
                           StreamHandle stream) {
-  if constexpr (platform_has_hardware_e4m3fn()) {
-    return launch_norm_dtypes<NormKind::kRms, kAdd, detail::Fp8E4M3FN>(p, args, cfg, load_width,
-                                                                       info, pdl, stream);
-  } else {
-    return Status::runtime_error("norm: no e4m3fn kernels are built for this platform");
-  }
+  return launch_norm_dtypes<NormKind::kRms, kAdd, detail::Fp8E4M3FN>(p, args, cfg, load_width,
+                                                                     info, pdl, stream);
 }
 
 }  // namespace fusekit::gpu

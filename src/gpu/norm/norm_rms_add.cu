@@ -1,5 +1,6 @@
 // The RMSNorm part of the norm kernel set with the fused residual add (fused_add_rms_norm, in
-// place or not, every dtype combination). See norm_launch.cuh.
+// place or not, every dtype combination but those of bf16 x: norm_rms_add_bf16.cu). See
+// norm_launch.cuh.
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {

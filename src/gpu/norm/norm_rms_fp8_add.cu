@@ -1,5 +1,6 @@
 // fused_add_rms_norm with e4m3fn codes where the platform converts to them in hardware (CUDA;
-// nothing is built elsewhere): norm_rms_fp8.cu's fused-add half. See norm_launch.cuh.
+// nothing is built elsewhere): norm_rms_fp8.cu's fused-add half, but for bf16 x
+// (norm_rms_fp8_add_bf16.cu). See norm_launch.cuh.
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
