@@ -533,14 +533,4 @@ Status launch_norm_runs(const detail::NormProblem& p, const NormKernelArgs& args
   return launch_norm_dtypes<kKind, false, void, true>(p, args, cfg, load_width, info, pdl, stream);
 }
 
-// RMSNorm's e4m3fn kernels, on a platform that converts to e4m3fn in hardware (CUDA; elsewhere
-// none: launch_norm_x_dtype).
-template <bool kAdd>
-Status launch_norm_e4m3fn(const detail::NormProblem& p, const NormKernelArgs& args,
-                          const NormConfig& cfg, int load_width, const DeviceInfo& info, bool pdl,
-                          StreamHandle stream) {
-  return launch_norm_dtypes<NormKind::kRms, kAdd, detail::Fp8E4M3FN>(p, args, cfg, load_width,
-                                                                     info, pdl, stream);
-}
-
 }  // namespace fusekit::gpu

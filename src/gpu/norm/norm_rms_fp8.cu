@@ -11,9 +11,9 @@
 
 namespace fusekit::gpu {
 
-extern template Status launch_norm_e4m3fn<true>(const detail::NormProblem&,
-                                                const NormKernelArgs&, const NormConfig&, int,
-                                                const DeviceInfo&, bool, StreamHandle);
+extern template Status launch_norm_dtypes<NormKind::kRms, true, detail::Fp8E4M3FN>(
+    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
+    bool, StreamHandle);
 extern template Status launch_norm_dtypes<NormKind::kRms, false, Fp8FormatInArgs>(
     const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
     bool, StreamHandle);
@@ -31,13 +31,9 @@ Status launch_norm_fp8(const detail::NormProblem& p, const NormKernelArgs& args,
   }
   return dispatch_codes_format(p.out_fp8_format, [&](auto format_tag) -> Status {
     return dispatch_bool(p.add_residual, [&](auto add_tag) -> Status {
-      constexpr bool kAdd = decltype(add_tag)::value;
-      if constexpr (std::is_same_v<decltype(format_tag), Fp8FormatInArgs>) {
-        return launch_norm_dtypes<NormKind::kRms, kAdd, Fp8FormatInArgs>(p, args, cfg, load_width,
-                                                                          info, pdl, stream);
-      } else {
-        return launch_norm_e4m3fn<kAdd>(p, args, cfg, load_width, info, pdl, stream);
-      }
+      // e4m3fn only where the platform converts to it in hardware (dispatch_codes_format).
+      return launch_norm_dtypes<NormKind::kRms, decltype(add_tag)::value, decltype(format_tag)>(
+          p, args, cfg, load_width, info, pdl, stream);
     });
   });
 }

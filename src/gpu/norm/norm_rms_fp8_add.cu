@@ -4,7 +4,7 @@
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
-template Status launch_norm_e4m3fn<true>(const detail::NormProblem&, const NormKernelArgs&,
-                                         const NormConfig&, int, const DeviceInfo&, bool,
-                                         StreamHandle);
+template Status launch_norm_dtypes<NormKind::kRms, true, detail::Fp8E4M3FN>(
+    const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int, const DeviceInfo&,
+    bool, StreamHandle);
 }  // namespace fusekit::gpu
