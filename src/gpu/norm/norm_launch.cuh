@@ -493,18 +493,22 @@ Status launch_norm_x_dtype(const detail::NormProblem& p, const NormKernelArgs& a
   }
 }
 
-// The fused add's four parts leave their kernels of bf16 x to units of their own
-// (norm_*_add_bf16.cu): of a part's nine dtype combinations fp32 x has one and fp16 and bf16
-// x four each, so each part splits into units of five and four, and the longest unit, which
-// bounds a parallel build, is about half as long.
-#define FUSEKIT_NORM_BF16_X_PART(kind, fp8)                                                  \
-  template Status launch_norm_x_dtype<kind, true, fp8, false, BFloat16>(                    \
+// The parts that take longest to compile leave their kernels of bf16 x to units of their own
+// (norm_*_bf16.cu), so that a parallel build, which waits on its longest unit, takes about half
+// as long for them. The fused add's four parts: of their nine dtype combinations fp32 x has one
+// and fp16 and bf16 x four each, so each splits into units of five and four. The plain parts of
+// LayerNorm and of RMSNorm's e4m3fn output: of five (fp32 x one, fp16 and bf16 x two each),
+// three and two.
+#define FUSEKIT_NORM_BF16_X_PART(kind, add, fp8)                                             \
+  template Status launch_norm_x_dtype<kind, add, fp8, false, BFloat16>(                     \
       const detail::NormProblem&, const NormKernelArgs&, const NormConfig&, int,           \
       const DeviceInfo&, bool, StreamHandle)
-extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, void);
-extern FUSEKIT_NORM_BF16_X_PART(NormKind::kLayer, void);
-extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, detail::Fp8E4M3FN);
-extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, Fp8FormatInArgs);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, true, void);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kLayer, true, void);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, true, detail::Fp8E4M3FN);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, true, Fp8FormatInArgs);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kLayer, false, void);
+extern FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, false, detail::Fp8E4M3FN);
 
 // Every dtype combination of kind kKind (launch_norm_x_dtype for x's).
 template <NormKind kKind, bool kAdd, class Fp8, bool kRuns = false>

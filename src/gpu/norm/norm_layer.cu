@@ -1,5 +1,6 @@
 // The LayerNorm part of the norm kernel set without the fused add (layer_norm, every dtype
-// combination); the fused add's is norm_layer_add.cu. See norm_launch.cuh.
+// combination but those of bf16 x: norm_layer_bf16.cu); the fused add's is norm_layer_add.cu.
+// See norm_launch.cuh.
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {

@@ -3,5 +3,5 @@
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
-FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, void);
+FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, true, void);
 }  // namespace fusekit::gpu

@@ -1,10 +1,10 @@
 // RMSNorm and fused_add_rms_norm with an fp8 output (static or dynamic per-row scale), every
 // dtype combination: the entry that picks the kernel set for the format and the form, and the
 // e4m3fn kernels without the fused add of the platform that converts to it in hardware (CUDA;
-// their GPUs before sm_89 convert in software). The fused add's e4m3fn kernels
-// (norm_rms_fp8_add.cu) and the kernels that read the format from their arguments (every format
-// on HIP, e4m3fnuz on CUDA: norm_rms_fp8_format_in_args.cu and its _add) compile apart, in
-// parallel. See norm_launch.cuh.
+// their GPUs before sm_89 convert in software), but for bf16 x (norm_rms_fp8_bf16.cu). The fused
+// add's e4m3fn kernels (norm_rms_fp8_add.cu) and the kernels that read the format from their
+// arguments (every format on HIP, e4m3fnuz on CUDA: norm_rms_fp8_format_in_args.cu and its _add)
+// compile apart, in parallel. See norm_launch.cuh.
 #include "core/fp8.h"
 #include "gpu/common/fp8_pack.cuh"
 #include "gpu/norm/norm_launch.cuh"

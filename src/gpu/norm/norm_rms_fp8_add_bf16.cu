@@ -4,5 +4,5 @@
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
-FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, detail::Fp8E4M3FN);
+FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, true, detail::Fp8E4M3FN);
 }  // namespace fusekit::gpu

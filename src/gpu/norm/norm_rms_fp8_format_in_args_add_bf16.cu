@@ -4,5 +4,5 @@
 #include "gpu/norm/norm_launch.cuh"
 
 namespace fusekit::gpu {
-FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, Fp8FormatInArgs);
+FUSEKIT_NORM_BF16_X_PART(NormKind::kRms, true, Fp8FormatInArgs);
 }  // namespace fusekit::gpu

@@ -1,0 +1,7 @@
+// layer_norm's kernels of bf16 x, apart from the rest of its part (norm_layer.cu) so that the two
+// compile in parallel: norm_launch.cuh, FUSEKIT_NORM_BF16_X_PART.
+#include "gpu/norm/norm_launch.cuh"
+
+namespace fusekit::gpu {
+FUSEKIT_NORM_BF16_X_PART(NormKind::kLayer, false, void);
+}  // namespace fusekit::gpu
