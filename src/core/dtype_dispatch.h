@@ -1,5 +1,6 @@
-// Host-side storage types for the float dtypes and the one helper that turns a runtime DType into
-// a compile-time type for the CPU backend. (The GPU has its own, in gpu/common/dispatch.h.)
+// Host-side storage types for the float dtypes, and the helper that turns a runtime DType into a
+// compile-time type: with the host's types for the CPU backend, with the GPU's for the GPU code
+// (gpu/common/dispatch.h).
 #pragma once
 
 #include <cstdint>
@@ -40,15 +41,22 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls f(TypeTag<T>{}) with T the host storage type of `dtype` (float32, float16, bfloat16).
-// Callers validate the dtype first; any other value maps to float.
-template <typename F>
-decltype(auto) dispatch_float_dtype(DType dtype, F&& f) {
+// Calls f(TypeTag<T>{}) with T = float, THalf or TBFloat16 for a float32, float16 or bfloat16
+// dtype: the storage types of the caller's side. Callers validate the dtype first; any other
+// value maps to float.
+template <typename THalf, typename TBFloat16, typename F>
+decltype(auto) dispatch_float_dtype_as(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kFloat16: return f(TypeTag<HostHalf>{});
-    case DType::kBFloat16: return f(TypeTag<HostBFloat16>{});
+    case DType::kFloat16: return f(TypeTag<THalf>{});
+    case DType::kBFloat16: return f(TypeTag<TBFloat16>{});
     default: return f(TypeTag<float>{});
   }
+}
+
+// The same with the host storage types (float32, float16, bfloat16).
+template <typename F>
+decltype(auto) dispatch_float_dtype(DType dtype, F&& f) {
+  return dispatch_float_dtype_as<HostHalf, HostBFloat16>(dtype, f);
 }
 
 }  // namespace fusekit::detail

@@ -7,24 +7,18 @@
 
 #include <type_traits>
 
+#include "core/dtype_dispatch.h"
 #include "fusekit/tensor.h"
 #include "gpu/common/convert.cuh"
 
 namespace fusekit::gpu {
 
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
+using detail::TypeTag;
 
 // float32 / float16 / bfloat16 -> float / Half / BFloat16. Callers validate the dtype first.
 template <typename F>
 decltype(auto) dispatch_float_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat16: return f(TypeTag<Half>{});
-    case DType::kBFloat16: return f(TypeTag<BFloat16>{});
-    default: return f(TypeTag<float>{});
-  }
+  return detail::dispatch_float_dtype_as<Half, BFloat16>(dtype, f);
 }
 
 // For tensors whose dtype is either x's (TX) or float32: instantiates only those two.
