@@ -72,7 +72,7 @@ def registers(path):
 
 
 def phases(body):
-    """The path's phases: instructions to each landmark (None where the kernel has none)."""
+    """The path's phases: instructions between its landmarks (those the kernel has)."""
     def first(pattern, after=0):
         return next((a for a, t in body if a >= after and re.search(pattern, t)), None)
 
@@ -84,7 +84,7 @@ def phases(body):
     rsqrt = first(r"MUFU\.RSQ")
     if exit_ is None or rsqrt is None:
         return {"total": exit_ if exit_ is not None else len(body)}
-    exit_ = first(r"\bEXIT\b", rsqrt)
+    exit_ = first(r"\bEXIT\b", rsqrt) or body[-1][0]
     loads = last(r"\bLDG", rsqrt)
     send = first(r"\bSTAS\b")
     result = {"loads": loads}
