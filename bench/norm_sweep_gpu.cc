@@ -167,7 +167,8 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
     for (std::size_t i = 0; i < with_triggers; ++i) {
       const NormConfig& k = configs[i];
       if (k.path != NormConfig::Path::kRegisters || k.items != gpu::kNormMaxItems ||
-          static_cast<int64_t>(k.threads_per_row) * k.items != groups || k.weight_at_output) {
+          static_cast<int64_t>(k.threads_per_row) * k.items != groups || k.weight_at_output ||
+          k.split_blocks != 1) {  // split rows keep the weight beside the row
         continue;
       }
       NormConfig late = k;

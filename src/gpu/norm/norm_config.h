@@ -278,8 +278,9 @@ bool cluster_covers_row(const NormShape& shape, const NormConfig& config);
 void widen_short_row_blocks(int64_t groups, NormConfig* config);
 
 // Whether `config` may share each row among blocks (NormConfig::output_parts > 1) for `shape`: a
-// registers-path row of its own block, covered exactly by 1, 2 or 4 whole groups per thread, the
-// weight beside the row, outputs apart from the inputs, not the fused add with an fp8 output.
+// registers-path row of its own block (not split over several), covered exactly by 1, 2 or 4
+// whole groups per thread, the weight beside the row, outputs apart from the inputs, not the
+// fused add with an fp8 output.
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config);
 
 // `config` with its row's threads split over `blocks` blocks of a cluster (NormConfig::

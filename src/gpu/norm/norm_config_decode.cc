@@ -142,6 +142,7 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
 bool norm_rows_shareable(const NormShape& shape, const NormConfig& config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
   return config.path == NormConfig::Path::kRegisters && config.rows_per_block == 1 &&
+         config.split_blocks == 1 &&
          (config.items == 1 || config.items == 2 || config.items == 4) &&
          static_cast<int64_t>(config.threads_per_row) * config.items == groups &&
          shape.whole_groups && !config.weight_at_output && shape.outputs_apart &&
