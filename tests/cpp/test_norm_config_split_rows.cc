@@ -255,6 +255,17 @@ TEST(NormConfig, SplitRowsNeedTheirKernelsAndClusters) {
   wave64.warp_size = 64;
   EXPECT_EQ(split_of(wave64, 4096), 4);  // 4 blocks of 64 threads
   EXPECT_EQ(split_of(wave64, 2048), 2);  // 2 of 64 rather than 4 of 32
+  // A split row shares no outputs (the launch refuses both at once), its one-block row may.
+  NormShape apart = decode_shape(false, true, false, true);
+  apart.cols = 8192;
+  apart.rows = 1;
+  const NormConfig split = choose_norm_config(apart);
+  ASSERT_EQ(split.split_blocks, 4);
+  EXPECT_FALSE(norm_rows_shareable(apart, split));
+  NormConfig one_block;
+  ASSERT_TRUE(make_norm_config(apart, NormConfig::Path::kRegisters, split.threads_per_row,
+                               split.items, &one_block));
+  EXPECT_TRUE(norm_rows_shareable(apart, one_block));
 }
 
 // Every split the heuristic picks, over forms, sizes (2^k groups and others), batches, warp and
