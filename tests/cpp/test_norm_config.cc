@@ -294,6 +294,44 @@ TEST(NormConfig, FusedAddWideRowsLoadTheirWeightAtTheOutput) {
   EXPECT_FALSE(flag([](NormShape& t) { t.adds_residual = false; t.min_blocks_per_sm = 2; }));
 }
 
+// The same rows in the plain form load their weight at the output up to 16 rows an SM, and past
+// that take the plain kernel with the weight beside the row; other calls, and other rows, keep
+// their flags.
+TEST(NormConfig, FusedAddWideRowsTakeThePlainKernelPastSixteenRowsAnSm) {
+  NormShape s;  // 132 SMs, bf16
+  s.adds_residual = true;
+  s.min_blocks_per_sm = 1;
+  s.whole_groups = true;
+  s.plain_form = true;
+  for (const int64_t rows : {133, 264, 265, 2048, 2112, 2113, 16384, 65536}) {
+    const NormConfig c = expect_registers_shape(s, 16384, rows, 512, 4);
+    const bool past = rows > 16 * 132;
+    EXPECT_EQ(c.weight_at_output, !past) << rows;
+    EXPECT_EQ(c.plain, rows <= 264 || past) << rows;
+    EXPECT_EQ(c.trigger_after_writes, rows <= 264) << rows;
+  }
+  auto config = [&](auto change) {
+    NormShape t = s;
+    t.cols = 16384;
+    t.rows = 16384;
+    change(t);
+    return choose_norm_config(t);
+  };
+  const NormConfig general = config([](NormShape& t) { t.plain_form = false; });
+  EXPECT_TRUE(general.weight_at_output);
+  EXPECT_FALSE(general.plain);
+  const NormConfig pairs = config([](NormShape& t) { t.cols = 8192; });  // 512 threads x 2
+  EXPECT_FALSE(pairs.weight_at_output);
+  EXPECT_EQ(pairs.items, 2);
+  EXPECT_FALSE(pairs.plain);
+  const NormConfig rms = config([](NormShape& t) {
+    t.adds_residual = false;
+    t.min_blocks_per_sm = 2;
+  });
+  EXPECT_FALSE(rms.weight_at_output);
+  EXPECT_FALSE(rms.plain);
+}
+
 // The plain form (RMSNorm and the fused add with a weight and nothing else) takes two groups per
 // thread with the next launch triggered after the writes from half as many rows as SMs up to twice
 // as many, where two groups cover the row in at most 512 threads; the same calls otherwise, and

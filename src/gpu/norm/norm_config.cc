@@ -61,6 +61,13 @@ constexpr int64_t kMidSmGroups = 1024;
 // (NOTES.md "Norm v22"), fused_add_rms_norm [2048, 2048] 13.06-13.18 us at 128 x 2 against
 // 13.55-13.73 at 64 x 4, in three sweeps on two machines.
 constexpr int kFusedAddMinThreadsPerRow = 128;
+// The RMSNorm fused add's plain calls on rows of 512 threads x four groups (N = 16384 in 16 bits)
+// load their weight at the output (NormConfig::weight_at_output, two blocks an SM) up to this
+// many rows an SM, and past it take the plain kernel with the weight beside the row (one block an
+// SM). Cold L2 on an H200 (NOTES.md "The fused add at N = 16384 past the SMs"): at [16384, 16384]
+// the weight at the output 519.7 us, the plain kernel 507.8; at 2048 rows level, at 1024 the
+// weight at the output ahead (35.1 against 35.7).
+constexpr int64_t kFusedAddWeightAtOutputMaxRowsPerSm = 16;
 // LayerNorm's bound (either form), twice the fused add's: cold-L2 times on an H100 (NOTES.md
 // "Norm v14") of layer_norm [512, 4096] 7.56 us at 256 x 2 against 8.04 at 128 x 4, [1024, 2048]
 // 7.74 at 128 x 2 against 8.06 at 64 x 4 (fused_add_layer_norm 9.82 / 9.52 against 10.09 /
@@ -490,12 +497,20 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // loss seen).
     // 16-bit x only: there the held weight takes the kernel to 80-104 registers (one block per
     // SM) and the late one to 62-64; fp32 x's kernel holds two blocks either way (64 / 46).
+    // Past kFusedAddWeightAtOutputMaxRowsPerSm rows an SM the plain calls of those rows take
+    // the plain kernel instead (takes_plain).
+    const bool fused_add_wide_plain =
+        shape.plain_form && shape.adds_residual && !shape.layer &&
+        c.path == NormConfig::Path::kRegisters && c.threads_per_row == kNormMaxThreads &&
+        c.items == kNormMaxItems && c.rows_per_block == 1 &&
+        c.threads_per_row * c.items == groups && shape.whole_groups &&
+        shape.rows > kFusedAddWeightAtOutputMaxRowsPerSm * sm_count;
     c.weight_at_output = shape.group_elems == 8 && fills_gpu && one_block_per_sm &&
                          shape.adds_residual && !shape.layer &&
                          c.path == NormConfig::Path::kRegisters && c.items == kNormMaxItems &&
                          c.block_threads == kNormMaxThreads &&
                          c.threads_per_row * c.items == groups && shape.whole_groups &&
-                         shape.rows > shape.sm_count;
+                         shape.rows > shape.sm_count && !fused_add_wide_plain;
     // The fused add's fp8 forms in the shape of the early-launch loss above (256 threads x four
     // groups, one row per block, one to two rows per SM): with y kept in registers their kernels
     // take 80 registers, three blocks an SM, and replayed [256, 8192] in 5.73 us against 4.73
@@ -510,7 +525,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
-    c.plain = takes_plain(c);
+    c.plain = takes_plain(c) || fused_add_wide_plain;
     if (!one_group_rows) take_split_rows(shape, &c);
     return c;
   }
