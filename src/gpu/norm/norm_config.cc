@@ -497,20 +497,19 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // loss seen).
     // 16-bit x only: there the held weight takes the kernel to 80-104 registers (one block per
     // SM) and the late one to 62-64; fp32 x's kernel holds two blocks either way (64 / 46).
+    const bool fused_add_wide_rows = shape.adds_residual && !shape.layer &&
+                                     c.path == NormConfig::Path::kRegisters &&
+                                     c.items == kNormMaxItems &&
+                                     c.block_threads == kNormMaxThreads &&
+                                     c.threads_per_row * c.items == groups && shape.whole_groups;
     // Past kFusedAddWeightAtOutputMaxRowsPerSm rows an SM the plain calls of those rows take
-    // the plain kernel instead (takes_plain).
+    // the plain kernel instead (the weight beside the row).
     const bool fused_add_wide_plain =
-        shape.plain_form && shape.adds_residual && !shape.layer &&
-        c.path == NormConfig::Path::kRegisters && c.threads_per_row == kNormMaxThreads &&
-        c.items == kNormMaxItems && c.rows_per_block == 1 &&
-        c.threads_per_row * c.items == groups && shape.whole_groups &&
+        fused_add_wide_rows && shape.plain_form &&
         shape.rows > kFusedAddWeightAtOutputMaxRowsPerSm * sm_count;
     c.weight_at_output = shape.group_elems == 8 && fills_gpu && one_block_per_sm &&
-                         shape.adds_residual && !shape.layer &&
-                         c.path == NormConfig::Path::kRegisters && c.items == kNormMaxItems &&
-                         c.block_threads == kNormMaxThreads &&
-                         c.threads_per_row * c.items == groups && shape.whole_groups &&
-                         shape.rows > shape.sm_count && !fused_add_wide_plain;
+                         fused_add_wide_rows && shape.rows > shape.sm_count &&
+                         !fused_add_wide_plain;
     // The fused add's fp8 forms in the shape of the early-launch loss above (256 threads x four
     // groups, one row per block, one to two rows per SM): with y kept in registers their kernels
     // take 80 registers, three blocks an SM, and replayed [256, 8192] in 5.73 us against 4.73
