@@ -32,10 +32,18 @@ fi
 
 build_dir=build/release
 args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEKIT_GPU="${FUSEKIT_GPU:-AUTO}")
-# test, and bench when python3 has torch, build the PyTorch operator library (torch/) too.
-if [ "$what" = bench ] && python3 -c "import torch" >/dev/null 2>&1; then
-  python_bench=ON
-  args+=(-DFUSEKIT_TORCH=ON -DPython_EXECUTABLE="$(command -v python3)")
+# test, and bench when python3 has torch, build the PyTorch operator library (torch/) too; bench
+# without torch says OFF, so that a build directory configured with it earlier does not ask for
+# it again. "Has torch" asks for torch.__version__: run from here, where the source tree's torch/
+# folder imports as an empty namespace package when PyTorch is not installed, a bare import
+# succeeds.
+if [ "$what" = bench ]; then
+  if python3 -c "import torch; torch.__version__" >/dev/null 2>&1; then
+    python_bench=ON
+    args+=(-DFUSEKIT_TORCH=ON -DPython_EXECUTABLE="$(command -v python3)")
+  else
+    args+=(-DFUSEKIT_TORCH=OFF)
+  fi
 fi
 if [ "$what" = test ]; then
   args+=(-DFUSEKIT_TORCH="$python_tests" -DPython_EXECUTABLE="$(command -v python3)")

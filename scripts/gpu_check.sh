@@ -35,9 +35,11 @@ run() {  # name command...: runs, logs, records failure
   return $rc
 }
 
-# The PyTorch operator library is built into the same tree when python3 has torch.
+# The PyTorch operator library is built into the same tree when python3 has torch (asked by
+# torch.__version__: here the source tree's torch/ folder imports as an empty namespace package
+# when PyTorch is not installed).
 torch_args=()
-if python3 -c "import torch" >/dev/null 2>&1; then
+if python3 -c "import torch; torch.__version__" >/dev/null 2>&1; then
   torch_args=(-DFUSEKIT_TORCH=ON -DPython_EXECUTABLE="$(command -v python3)")
 fi
 if has build; then
