@@ -1,6 +1,7 @@
 // Argument checks shared by every op. See validate.h.
 #include "core/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -24,6 +25,31 @@ Status unsupported(const char* op, const char* arg, const std::string& message) 
 
 namespace {
 
+std::string strides_string(const TensorView& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
+  return s + "]";
+}
+
+// Whether the element count and the byte offset just past the farthest element (sizes > 0,
+// strides >= 0) both stay below 2^63.
+bool extent_fits(const TensorView& t) {
+  int64_t count = 1;
+  int64_t last = 0;  // elements from the first to the farthest
+  for (int d = 0; d < t.ndim; ++d) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(count, t.shape[d], &count) ||
+        __builtin_mul_overflow(t.shape[d] - 1, t.strides[d], &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      return false;
+    }
+  }
+  int64_t bytes = 0;
+  return !__builtin_add_overflow(last, int64_t{1}, &last) &&
+         !__builtin_mul_overflow(std::max(count, last), static_cast<int64_t>(dtype_size(t.dtype)),
+                                 &bytes);
+}
+
 // as_rows and as_row_runs: the leading dimensions flattened into one stride, or (allow_runs) into
 // two.
 Status flatten_rows(const char* op, const char* arg, const TensorView& t, bool allow_runs,
@@ -42,18 +68,25 @@ Status flatten_rows(const char* op, const char* arg, const TensorView& t, bool a
                                   std::to_string(t.strides[d]) + " in dim " + std::to_string(d));
     }
   }
+  // A leading dim of size 0 leaves no rows, whatever the strides (an empty slice of a larger
+  // tensor keeps its parent's, such as x[:0, ::2]): such a tensor is a no-op, not a layout error.
+  bool no_rows = false;
+  for (int d = 0; d + 1 < t.ndim; ++d) no_rows = no_rows || t.shape[d] == 0;
   const int64_t n = t.shape[t.ndim - 1];
-  if (n > 1 && t.strides[t.ndim - 1] != 1) {
+  if (!no_rows && n > 1 && t.strides[t.ndim - 1] != 1) {
     return invalid(op, arg, "expected a contiguous last dimension (stride 1) but got stride " +
                                 std::to_string(t.strides[t.ndim - 1]));
   }
+  // Sizes and strides whose element count or farthest element lies past 2^63 bytes would wrap
+  // the 64-bit row count and offsets below.
+  if (!no_rows && n > 0 && !extent_fits(t)) {
+    return invalid(op, arg, "expected a tensor whose elements lie within 2^63 bytes but got shape " +
+                                t.shape_string() + " with strides " + strides_string(t));
+  }
   // Flatten the leading dims: walking outwards, every dim of size > 1 must step by exactly the
-  // span of the dims inside it, measured in rows of `row_stride`. A leading dim of size 0 leaves
-  // no rows, whatever the strides (an empty slice of a larger tensor keeps its parent's). With
-  // runs, the first dim that breaks this starts the outer level: the rows so far are one run, and
-  // the dims from there out must flatten in units of its stride.
-  bool no_rows = false;
-  for (int d = 0; d + 1 < t.ndim; ++d) no_rows = no_rows || t.shape[d] == 0;
+  // span of the dims inside it, measured in rows of `row_stride`. With runs, the first dim that
+  // breaks this starts the outer level: the rows so far are one run, and the dims from there out
+  // must flatten in units of its stride.
   int64_t m = no_rows ? 0 : 1;
   int64_t row_stride = -1;
   int64_t run_rows = 0;      // rows per run, once the outer level has started
@@ -228,11 +261,15 @@ Status expect_no_overlap(const char* op, const char* a_arg, const Rows& a, const
                      " but the two overlap");
 }
 
+std::string float_string(float v) {
+  std::ostringstream s;
+  s << v;  // shortest %g form at 6 digits: -1e-10, 0.5, inf, nan
+  return s.str();
+}
+
 Status expect_positive_eps(const char* op, float eps) {
   if (!(std::isfinite(eps) && eps > 0.0f)) {
-    std::ostringstream s;
-    s << "expected a finite value > 0 but got " << eps;
-    return invalid(op, "eps", s.str());
+    return invalid(op, "eps", "expected a finite value > 0 but got " + float_string(eps));
   }
   return Status();
 }
@@ -271,7 +308,7 @@ Status expect_fp8_format(const char* op, Fp8Format format) {
 Status expect_scale_upper_bound(const char* op, float bound) {
   if (std::isnan(bound) || bound < 0.0f) {
     return invalid(op, "scale_upper_bound",
-                   "expected 0 (no bound) or a value > 0 but got " + std::to_string(bound));
+                   "expected 0 (no bound) or a value > 0 but got " + float_string(bound));
   }
   return Status();
 }

@@ -81,6 +81,10 @@ Status expect_device(const char* op, const char* arg, const TensorView& t, const
 Status expect_no_overlap(const char* op, const char* a_arg, const Rows& a, const char* b_arg,
                          const Rows& b, bool exact_alias_ok = false);
 
+// A float as the messages print it: "-1e-10", "0.5", "inf" (std::to_string would print
+// "-0.000000" for the first).
+std::string float_string(float v);
+
 // Fails unless `eps` is finite and > 0.
 Status expect_positive_eps(const char* op, float eps);
 

@@ -44,7 +44,7 @@ Status build_problem(const NormCall& c, NormProblem* p) {
   FUSEKIT_RETURN_IF_ERROR(detail::expect_positive_eps(op, c.eps));
   if (!std::isfinite(c.weight_offset)) {
     return detail::invalid(op, "weight_offset", "expected a finite value but got " +
-                                                    std::to_string(c.weight_offset));
+                                                    detail::float_string(c.weight_offset));
   }
 
   if (c.fp8) {

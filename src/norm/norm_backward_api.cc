@@ -103,7 +103,7 @@ Status build_problem(const BackwardCall& c, NormBackwardProblem* p) {
   const char* op = c.op;
   if (!std::isfinite(c.weight_offset)) {
     return detail::invalid(op, "weight_offset", "expected a finite value but got " +
-                                                    std::to_string(c.weight_offset));
+                                                    detail::float_string(c.weight_offset));
   }
   Rows grad_out, x, grad_x, extra;
   FUSEKIT_RETURN_IF_ERROR(check_rows(c, &grad_out, &x, &grad_x, &extra));

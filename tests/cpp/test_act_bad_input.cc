@@ -123,6 +123,8 @@ std::vector<BadCase> quant_cases(Backend backend) {
        kInvalid, {"scale_upper_bound:", "expected 0 (no bound) or a value > 0 but got -1"}},
       {"NaN scale bound", [](O& o) { return silu_and_mul_quant_fp8(o.out_fn.view(), o.scale_1d(), o.x.view(), kFN, std::nanf("")); },
        kInvalid, {"scale_upper_bound:", "got nan"}},
+      {"tiny negative scale bound, printed as it is", [](O& o) { return silu_and_mul_quant_fp8(o.out_fn.view(), o.scale_1d(), o.x.view(), kFN, -1e-10f); },
+       kInvalid, {"scale_upper_bound:", "expected 0 (no bound) or a value > 0 but got -1e-10"}},
       {"odd last dimension", [](O& o) { return silu_and_mul_quant_fp8(o.out_fn.view(), o.scale_1d(), with_shape(o.spare.view(), {kM, 2 * kN + 1}, {2 * kN + 2, 1}), kFN); },
        kInvalid, {"x:", "expected an even last dimension", "got 129"}},
       {"out shape", [](O& o) { return silu_and_mul_quant_fp8(with_shape(o.out_fn.view(), {kM, kN - 8}, {kN, 1}), o.scale_1d(), o.x.view(), kFN); },
@@ -241,6 +243,12 @@ TEST_P(ActBadInput, EmptyBatchIsANoOp) {
   const TensorView out_slice = TensorView::strided(o.out.data(), DType::kBFloat16, d, {2, 0, kN},
                                                    {3 * kN, kN, 1});
   EXPECT_TRUE(silu_and_mul(out_slice, slice).ok());
+  // And an empty slice whose last dimension is strided (x[:0, ::2]) has no elements to lay out.
+  const TensorView every_other =
+      TensorView::strided(o.x.data(), DType::kBFloat16, d, {0, 2 * kN}, {4 * kN, 2});
+  const TensorView out_every_other =
+      TensorView::strided(o.out.data(), DType::kBFloat16, d, {0, kN}, {2 * kN, 2});
+  EXPECT_TRUE(silu_and_mul(out_every_other, every_other).ok());
   if (GetParam() == Backend::kGPU) ASSERT_TRUE(gpu_synchronize(0).ok());
   const std::vector<RowBuffer*> all = o.all();
   for (size_t i = 0; i < all.size(); ++i) {

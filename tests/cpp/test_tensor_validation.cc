@@ -43,6 +43,34 @@ TEST(Rows, FlattensLeadingDimsAndSkipsUnitDims) {
   EXPECT_EQ(rows.span_bytes(), (5 * 5 + 4) * 4);
 }
 
+// Sizes and strides that would wrap the 64-bit element count or offsets are refused, not
+// flattened into a wrong row count (2^62 x 4 rows is 2^64: 0 when wrapped, a silent no-op).
+TEST(Rows, ExtentsPast2To63BytesAreRefused) {
+  float buf[64];
+  detail::Rows rows;
+  const int64_t huge = int64_t{1} << 62;
+  const TensorView rows_wrap =
+      TensorView::strided(buf, DType::kFloat32, Device::cpu(), {huge, 4, 8}, {32, 8, 1});
+  Status s = detail::as_rows("op", "x", rows_wrap, &rows);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("op: x: expected a tensor whose elements lie within 2^63 bytes but "
+                             "got shape [4611686018427387904, 4, 8] with strides [32, 8, 1]"),
+            std::string::npos)
+      << s.message();
+  // Two rows, the second 2^62 floats (2^64 bytes) on: its byte offset wraps.
+  const TensorView far_row =
+      TensorView::strided(buf, DType::kFloat32, Device::cpu(), {2, 8}, {huge, 1});
+  EXPECT_EQ(detail::as_rows("op", "x", far_row, &rows).code(), StatusCode::kInvalidArgument);
+  // 2^61 floats apart (2^63 bytes): past the bound too; 2^59 (2^61 bytes) is within it.
+  const TensorView at_bound =
+      TensorView::strided(buf, DType::kFloat32, Device::cpu(), {2, 8}, {huge / 2, 1});
+  EXPECT_EQ(detail::as_rows("op", "x", at_bound, &rows).code(), StatusCode::kInvalidArgument);
+  const TensorView within =
+      TensorView::strided(buf, DType::kFloat32, Device::cpu(), {2, 8}, {huge / 8, 1});
+  ASSERT_TRUE(detail::as_rows("op", "x", within, &rows).ok());
+  EXPECT_EQ(rows.row_stride, huge / 8);
+}
+
 TEST(Status, MessagesAndCheck) {
   const Status ok;
   EXPECT_TRUE(ok.ok());
