@@ -44,6 +44,8 @@
 // [..., 2N] (grad_gate in the first half).
 //
 // Aliasing. Outputs must not overlap any input or each other (inputs may overlap each other).
+// Overlap means a shared byte: views of one buffer whose rows interleave without meeting (an
+// output in the columns beside the input's, or on the rows between them) are accepted.
 //
 // Determinism. Each row's outputs (and scale) depend only on that row: bitwise the same alone or
 // in a batch of any size, and run to run; the CPU and GPU backends give the same fp8 codes and

@@ -64,7 +64,8 @@
 //        holds). It should be finite and > 0; its value is not checked (it may live on the GPU).
 // Aliasing: out and the dynamic scale overlap nothing; in the fused-add forms residual_out may be
 // residual itself (the in-place update of the residual stream, as vLLM does), x is only read, and
-// nothing else may overlap an output.
+// nothing else may overlap an output. Overlap means a shared byte: views of one buffer whose
+// rows interleave without meeting (an output in the columns beside the input's) are accepted.
 //
 // Determinism. A row's result depends only on that row, N, the dtypes and the device: it is
 // bitwise the same whether the row is normalized alone or in a batch of any size, at any

@@ -241,6 +241,42 @@ Status expect_device(const char* op, const char* arg, const TensorView& t, const
   return Status();
 }
 
+namespace {
+
+// Whether two tensors of rows, whose spans (first to last byte) overlap, still touch no common
+// byte because their rows interleave: both of one row stride in bytes (a single row takes the
+// other's), no runs, rows no longer than the stride. Such are the column blocks of one buffer
+// (x = buf[:, :2N], out = buf[:, 2N:3N]) or its even and odd rows. Anything else is taken to
+// overlap.
+bool rows_interleave(const Rows& a, const Rows& b) {
+  if (a.run_rows != 0 || b.run_rows != 0 || (a.rows <= 1 && b.rows <= 1)) return false;
+  const int64_t a_row = a.cols * static_cast<int64_t>(dtype_size(a.dtype));
+  const int64_t b_row = b.cols * static_cast<int64_t>(dtype_size(b.dtype));
+  const int64_t a_stride = a.row_stride * static_cast<int64_t>(dtype_size(a.dtype));
+  const int64_t b_stride = b.row_stride * static_cast<int64_t>(dtype_size(b.dtype));
+  const int64_t stride = a.rows > 1 ? a_stride : b_stride;
+  if ((a.rows > 1 && b.rows > 1 && a_stride != b_stride) || a_row > stride || b_row > stride) {
+    return false;
+  }
+  // Relative to a's start, a's row r is [r * stride, r * stride + a_row) and b's row q is
+  // [(q + t) * stride + e, ... + b_row), 0 <= e < stride. Since neither row is longer than the
+  // stride, b's row q can meet a's rows q + t (when e < a_row) and q + t + 1 (when it runs past
+  // the next row's start), and only where such a row exists.
+  const int64_t d = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(b.data) -
+                                         reinterpret_cast<std::uintptr_t>(a.data));
+  int64_t t = d / stride;
+  int64_t e = d % stride;
+  if (e < 0) e += stride, t -= 1;
+  auto rows_meet = [&](int64_t shift) {  // some q in [0, b.rows) with q + shift in [0, a.rows)
+    return std::max<int64_t>(0, -shift) < std::min<int64_t>(b.rows, a.rows - shift);
+  };
+  const bool same_row = e < a_row && rows_meet(t);
+  const bool next_row = e + b_row > stride && rows_meet(t + 1);
+  return !same_row && !next_row;
+}
+
+}  // namespace
+
 Status expect_no_overlap(const char* op, const char* a_arg, const Rows& a, const char* b_arg,
                          const Rows& b, bool exact_alias_ok) {
   const int64_t a_len = a.span_bytes();
@@ -255,6 +291,7 @@ Status expect_no_overlap(const char* op, const char* a_arg, const Rows& a, const
                      a.cols == b.cols && (a.rows <= 1 || a.row_stride == b.row_stride) &&
                      a.run_rows == b.run_rows && a.run_skip == b.run_skip;
   if (exact && exact_alias_ok) return Status();
+  if (!exact && rows_interleave(a, b)) return Status();
   return invalid(op, a_arg,
                  std::string("expected memory disjoint from ") + b_arg +
                      (exact_alias_ok ? " or identical to it (in place)" : "") +

@@ -76,8 +76,10 @@ Status expect_dtype_in(const char* op, const char* arg, DType actual,
 Status expect_device(const char* op, const char* arg, const TensorView& t, const Device& device,
                      const char* ref_arg);
 
-// Fails if the memory of output `a` overlaps that of `b`. When `exact_alias_ok`, `a` may be the
-// very same view as `b` (same pointer, dtype and row stride): an op computing in place.
+// Fails if output `a` and `b` share a byte. Rows that interleave without meeting (column blocks
+// of one buffer, or its even and odd rows) do not overlap; otherwise tensors whose spans (first
+// to last byte) meet are taken to. When `exact_alias_ok`, `a` may be the very same view as `b`
+// (same pointer, dtype and row stride): an op computing in place.
 Status expect_no_overlap(const char* op, const char* a_arg, const Rows& a, const char* b_arg,
                          const Rows& b, bool exact_alias_ok = false);
 

@@ -257,6 +257,60 @@ TEST_P(ActBadInput, EmptyBatchIsANoOp) {
   }
 }
 
+// Views of one buffer that share no byte are not aliases: the output in the columns after the
+// input's (buf[:, 2N:3N] beside x = buf[:, :2N]), and the output on the odd rows of a buffer
+// whose even rows are the input. Each writes what a separate output gets, bit for bit, and
+// leaves the input's bytes as they were.
+TEST_P(ActBadInput, OutputBesideTheInputInOneBufferIsNotAnAlias) {
+  const Backend backend = GetParam();
+  const Device d = device_of(backend);
+  std::mt19937 rng(5);
+  struct Layout {
+    const char* name;
+    int64_t x_stride, out_offset, out_stride, buffer_rows, buffer_cols;
+  };
+  // Columns: rows of 3N, x in the first 2N. Rows: rows of 2N, x on even rows, out on odd ones.
+  for (const Layout& l : {Layout{"columns", 3 * kN, 2 * kN, 3 * kN, kM, 3 * kN},
+                          Layout{"rows", 4 * kN, 2 * kN, 4 * kN, 2 * kM, 2 * kN}}) {
+    RowBuffer buffer(backend, DType::kBFloat16, l.buffer_rows, l.buffer_cols);
+    buffer.fill_random(rng);
+    buffer.upload();
+    const TensorView x =
+        TensorView::strided(buffer.data(), DType::kBFloat16, d, {kM, 2 * kN}, {l.x_stride, 1});
+    const TensorView out = TensorView::strided(offset_bytes(buffer.data(), 2 * l.out_offset),
+                                               DType::kBFloat16, d, {kM, kN}, {l.out_stride, 1});
+    RowBuffer separate(backend, DType::kBFloat16, kM, kN);
+    separate.poison();
+    separate.upload();
+    ASSERT_TRUE(silu_and_mul(separate.view(), x).ok()) << l.name;
+    const int64_t row_elems = l.buffer_cols;
+    auto x_bits = [&] {
+      std::vector<uint64_t> bits;
+      for (int64_t r = 0; r < kM; ++r) {
+        for (int64_t c = 0; c < 2 * kN; ++c) {
+          const int64_t at = r * l.x_stride + c;
+          bits.push_back(buffer.raw(at / row_elems, at % row_elems));
+        }
+      }
+      return bits;
+    };
+    const std::vector<uint64_t> x_before = x_bits();
+    const Status s = silu_and_mul(out, x);
+    ASSERT_TRUE(s.ok()) << l.name << ": " << s.to_string();
+    if (backend == Backend::kGPU) ASSERT_TRUE(gpu_synchronize(0).ok());
+    buffer.download();
+    separate.download();
+    EXPECT_EQ(x_bits(), x_before) << l.name << ": x was written";
+    for (int64_t r = 0; r < kM; ++r) {
+      for (int64_t c = 0; c < kN; ++c) {  // out, as the separate output
+        const int64_t at = l.out_offset + r * l.out_stride + c;
+        ASSERT_EQ(buffer.raw(at / row_elems, at % row_elems), separate.raw(r, c))
+            << l.name << ": out[" << r << ", " << c << "]";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ActBadInput, ::testing::Values(Backend::kCPU, Backend::kGPU),
                          [](const ::testing::TestParamInfo<Backend>& info) {
                            return std::string(backend_name(info.param));

@@ -71,6 +71,37 @@ TEST(Rows, ExtentsPast2To63BytesAreRefused) {
   EXPECT_EQ(rows.row_stride, huge / 8);
 }
 
+// Which views of one buffer share a byte (expect_no_overlap): rows that interleave without
+// meeting do not, whatever their spans; anything else whose spans meet is taken to.
+TEST(Rows, InterleavedRowsThatShareNoByteDoNotOverlap) {
+  float buf[256];
+  auto rows_of = [&](int64_t offset, int64_t m, int64_t n, int64_t stride) {
+    detail::Rows r;
+    const TensorView t =
+        TensorView::strided(buf + offset, DType::kFloat32, Device::cpu(), {m, n}, {stride, 1});
+    EXPECT_TRUE(detail::as_rows("op", "t", t, &r).ok());
+    return r;
+  };
+  auto disjoint = [&](const detail::Rows& out, const detail::Rows& in) {
+    return detail::expect_no_overlap("op", "out", out, "x", in).ok();
+  };
+  const detail::Rows x = rows_of(0, 3, 8, 12);  // columns 0-7 of rows of 12
+  EXPECT_TRUE(disjoint(rows_of(8, 3, 4, 12), x));    // columns 8-11
+  EXPECT_FALSE(disjoint(rows_of(6, 3, 4, 12), x));   // columns 6-9
+  EXPECT_FALSE(disjoint(rows_of(8, 3, 5, 12), x));   // 8-12: the next row's first column
+  EXPECT_TRUE(disjoint(rows_of(20, 3, 4, 12), x));   // columns 8-11 of rows 1-3
+  EXPECT_TRUE(disjoint(rows_of(8, 1, 4, 12), x));    // one row in the first gap
+  EXPECT_FALSE(disjoint(rows_of(8, 1, 6, 12), x));   // one row running into the second row
+  EXPECT_FALSE(disjoint(rows_of(8, 3, 4, 24), x));   // another stride: taken to overlap
+  // Even and odd rows of rows of 4.
+  const detail::Rows even = rows_of(0, 4, 4, 8);
+  EXPECT_TRUE(disjoint(rows_of(4, 4, 4, 8), even));
+  EXPECT_TRUE(disjoint(even, rows_of(4, 4, 4, 8)));
+  EXPECT_FALSE(disjoint(rows_of(8, 4, 4, 8), even));  // the even rows from the second on
+  EXPECT_TRUE(disjoint(rows_of(20, 2, 4, 8), even));  // the odd rows 2 and 3
+  EXPECT_FALSE(disjoint(even, even));                 // the same view, where that is not allowed
+}
+
 TEST(Status, MessagesAndCheck) {
   const Status ok;
   EXPECT_TRUE(ok.ok());
