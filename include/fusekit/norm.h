@@ -13,15 +13,18 @@
 // view of a fused q/k/v projection's output is such a call: q = qkv[:, :H * D] seen as [T, H, D]
 // (strides {(H + 2 * Hkv) * D, D, 1}) is T runs of H rows, normalized where it lies, in place too
 // (out = x), with no copy, and with the bits of the same rows laid out one stride apart. x and
-// out in runs must have runs of the same length (one of them may be rows of one stride), and
-// fewer than 2^31 rows. The fused adds (whose residual stream is rows of one stride), the fp8
-// forms (whose outputs feed GEMMs) and the backward ops take rows of one stride.
+// out in runs must have runs of the same length (one of them may be rows of one stride), fewer
+// than 2^31 rows, and runs less than 2^31 elements further apart than their rows. The fused adds
+// (whose residual stream is rows of one stride), the fp8 forms (whose outputs feed GEMMs) and the
+// backward ops take rows of one stride.
 //
 // Dtypes. x, out, residual and residual_out: float32, float16 or bfloat16; out has x's dtype
 // (the fp8 forms' out: see "fp8 output" below).
 // weight and bias: x's dtype or float32. residual and residual_out: x's dtype or float32 (an fp32
 // residual stream with bf16 activations), and the same as each other. Optional per-row outputs
-// rstd and mean are float32 with M elements. Accumulation is in float32.
+// rstd and mean are float32 with M elements. Accumulation is in float32, as in PyTorch's norms: a
+// row whose sum of squares (of deviations, for LayerNorm) overflows it (elements of magnitude
+// ~1.8e19 / sqrt(N) and up) gets rstd 0 and so an output of zeros (LayerNorm: the bias).
 //
 // Numerics, per row (h is the row being normalized):
 //   rms_norm:   y = h * rstd * (w + weight_offset),     rstd = 1 / sqrt(mean(h^2) + eps)

@@ -80,8 +80,9 @@ Status flatten_rows(const char* op, const char* arg, const TensorView& t, bool a
   // Sizes and strides whose element count or farthest element lies past 2^63 bytes would wrap
   // the 64-bit row count and offsets below.
   if (!no_rows && n > 0 && !extent_fits(t)) {
-    return invalid(op, arg, "expected a tensor whose elements lie within 2^63 bytes but got shape " +
-                                t.shape_string() + " with strides " + strides_string(t));
+    return invalid(op, arg,
+                   "expected a tensor whose elements lie within 2^63 bytes but got shape " +
+                       t.shape_string() + " with strides " + strides_string(t));
   }
   // Flatten the leading dims: walking outwards, every dim of size > 1 must step by exactly the
   // span of the dims inside it, measured in rows of `row_stride`. With runs, the first dim that
