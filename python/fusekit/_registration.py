@@ -1,7 +1,10 @@
 """Python-side registrations for the C++ operators: fake (meta) implementations, so torch.compile
 and torch.export trace them without running them, and autograd formulas over the C++ backward ops.
 
-The fake implementations allocate exactly what the C++ operators do (torch/norm_ops.cc,
+The fake implementations first check, as the C++ operators do, that every tensor lies on the
+first one's device: PyTorch sends a call whose tensors include a meta one to the fake
+implementation even when the others are real, and a fake answer there would be unwritten memory.
+Then they allocate exactly what the C++ operators do (torch/norm_ops.cc,
 torch/act_ops.cc): outputs contiguous with x's shape, per-row statistics float32 [M], parameter
 gradients [N] in the parameter's dtype or [0] when not asked for. Mutating ops return nothing. The
 gated activations' outputs have the last dimension N (half of x's [..., 2N], or gate's), in the
@@ -15,15 +18,19 @@ torch.ops, recompute them in backward with one forward pass. Gradients of the fu
 and residual through grad_h (of residual_out, the normalized rows), cast to each one's dtype. The
 per-row statistics are not differentiable outputs. The gated activations differentiate through
 their C++ backward ops ({act}_and_mul_backward, {act}_and_mul_split_backward); their fp8 forms
-are not differentiable, nor are RMSNorm's.
+are not differentiable, nor are RMSNorm's. The backward formulas are themselves not
+differentiable (the C++ backward ops have no formula of their own): a second-order gradient
+raises instead of coming out as zero.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from .activation import ACTIVATIONS, fp8_dtype
 from .functional import _is_rows
@@ -58,6 +65,34 @@ def _scales(out, keepdim):
     if keepdim:
         return out.new_empty(tuple(out.shape[:-1]) + (1,), dtype=torch.float32)
     return _stats(out)
+
+
+def _same_device(op: str, names, args, kwargs) -> None:
+    first = None
+    for name, value in list(zip(names, args)) + list(kwargs.items()):
+        if not isinstance(value, torch.Tensor):
+            continue
+        if first is None:
+            first = (name, value.device)
+        elif value.device != first[1]:
+            raise ValueError(f"invalid argument: {op}: {name}: expected device {first[1]} "
+                             f"({first[0]}'s device) but got {value.device}")
+
+
+def _checked_fake(register):
+    """register_fake, with _same_device in front of each fake implementation."""
+    def fake(name: str):
+        def decorate(fn):
+            names = list(inspect.signature(fn).parameters)
+            op = name.split("::", 1)[1]
+
+            @functools.wraps(fn)
+            def checked(*args, **kwargs):
+                _same_device(op, names, args, kwargs)
+                return fn(*args, **kwargs)
+            return register(name)(checked)
+        return decorate
+    return fake
 
 
 def _register_act_fakes(fake, act: str) -> None:
@@ -145,7 +180,7 @@ def _register_norm_fp8_fakes(fake) -> None:
 
 
 def _register_fakes() -> None:
-    fake = torch.library.register_fake
+    fake = _checked_fake(torch.library.register_fake)
 
     @fake("fusekit::rms_norm")
     def _(x, weight, eps=1e-6, weight_offset=0.0, weight_after_cast=False):
@@ -284,6 +319,7 @@ def _register_rms_autograd() -> None:
         _save(ctx, layer=False, h=x, weight=weight, rstd=rstd, eps=eps, weight_offset=offset,
               weight_after_cast=after_cast, weight_grad=ctx.needs_input_grad[1])
 
+    @once_differentiable
     def backward(ctx, grad_out, grad_rstd=None):
         grad_x, grad_w = _grads(ctx, grad_out, None)
         return grad_x, _keep(ctx.weight_grad, grad_w), None, None, None
@@ -303,6 +339,7 @@ def _register_rms_autograd() -> None:
               weight_grad=ctx.needs_input_grad[2])
         ctx.x_dtype, ctx.residual_dtype = x.dtype, residual.dtype
 
+    @once_differentiable
     def backward_fused(ctx, grad_out, grad_residual_out, grad_rstd=None):
         grad_h, grad_w = _grads(ctx, grad_out, grad_residual_out)
         return (grad_h.to(ctx.x_dtype), grad_h.to(ctx.residual_dtype),
@@ -323,6 +360,7 @@ def _register_layer_autograd() -> None:
         _save(ctx, layer=True, h=x, weight=weight, bias=bias, mean=mean, rstd=rstd, eps=eps,
               weight_grad=ctx.needs_input_grad[1], bias_grad=ctx.needs_input_grad[2])
 
+    @once_differentiable
     def backward(ctx, grad_out, grad_mean=None, grad_rstd=None):
         grad_x, grad_w, grad_b = _grads(ctx, grad_out, None)
         return grad_x, _keep(ctx.weight_grad, grad_w), _keep(ctx.bias_grad, grad_b), None
@@ -342,6 +380,7 @@ def _register_layer_autograd() -> None:
               eps=eps, weight_grad=ctx.needs_input_grad[2], bias_grad=ctx.needs_input_grad[3])
         ctx.x_dtype, ctx.residual_dtype = x.dtype, residual.dtype
 
+    @once_differentiable
     def backward_fused(ctx, grad_out, grad_residual_out, grad_mean=None, grad_rstd=None):
         grad_h, grad_w, grad_b = _grads(ctx, grad_out, grad_residual_out)
         return (grad_h.to(ctx.x_dtype), grad_h.to(ctx.residual_dtype),
@@ -359,6 +398,7 @@ def _register_act_autograd(act: str) -> None:
     def setup(ctx, inputs, output):
         ctx.save_for_backward(inputs[0])
 
+    @once_differentiable
     def backward(ctx, grad_out):
         (x,) = ctx.saved_tensors
         return backward_fused(_contiguous(grad_out), x)
@@ -369,6 +409,7 @@ def _register_act_autograd(act: str) -> None:
     def setup_split(ctx, inputs, output):
         ctx.save_for_backward(*inputs)
 
+    @once_differentiable
     def backward_split_fn(ctx, grad_out):
         gate, up = ctx.saved_tensors
         grad_gate, grad_up = backward_split(_contiguous(grad_out), gate, up)

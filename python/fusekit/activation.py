@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from . import _eager, _loader
-from .functional import (_NO_OUT_GRAD, _check_out, _direct_entry, _is_rows, _needs_grad,
-                         _require_floating, _require_tensor, _rows)
+from .functional import (_NO_OUT_GRAD, _check_out, _direct_entry, _is_real, _is_rows, _mutated,
+                         _needs_grad, _not_recorded, _require_floating, _require_tensor, _rows)
 
 __all__ = [
     "silu_and_mul",
@@ -78,7 +78,7 @@ def _gate_up(x: Tensor, up: Tensor | None) -> tuple[Tensor, Tensor]:
 
 
 def _check_bound(op: str, bound) -> None:
-    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound >= 0:  # NaN
+    if not (_is_real(bound) and bound >= 0):  # NaN fails the comparison
         raise ValueError(f"{op}: scale_upper_bound: expected 0 (no bound) or a value > 0 but got "
                          f"{bound!r}")
 
@@ -149,12 +149,14 @@ def _act_and_mul(act: str, x: Tensor, up: Tensor | None, out: Tensor | None) -> 
         if up is None:
             if out is not None and _is_rows(out):
                 getattr(_OPS, f"{op}_out")(out, xr)
+                _mutated(out)
                 return out
             y = getattr(_OPS, op)(xr)
         else:
             ur = _rows(up)
             if out is not None and _is_rows(out):
                 getattr(_OPS, f"{op}_split_out")(out, xr, ur)
+                _mutated(out)
                 return out
             y = getattr(_OPS, f"{op}_split")(xr, ur)
     else:
@@ -179,9 +181,11 @@ def _act_and_mul_quant_fp8(act: str, x: Tensor, up: Tensor | None, format: str,
         if out is not None and scale is not None and _is_rows(out):
             getattr(_OPS, f"{act}_and_mul{split}_quant_fp8_out")(out, scale, *inputs, format,
                                                                  bound)
+            _mutated(out, scale)
             return out, scale
-        q, s = getattr(_OPS, f"{act}_and_mul{split}_quant_fp8")(*inputs, format, bound,
-                                                                scale_keepdim)
+        with _not_recorded(x, up):
+            q, s = getattr(_OPS, f"{act}_and_mul{split}_quant_fp8")(*inputs, format, bound,
+                                                                    scale_keepdim)
     else:
         with torch.no_grad():
             q, s = _eager.act_and_mul_quant_fp8(act, *_gate_up(x, up), dtype, bound,

@@ -7,7 +7,9 @@ the tensors' device and dtypes have kernels, or else fusekit's eager implementat
 why (see fusekit.build_info()). Inputs may be strided views; those whose rows the kernels cannot
 address directly are copied first. `out=` and the in-place forms write into the given tensors.
 Gradients flow through every function except the in-place ones' outputs (which are written with
-copy_ when an input requires grad, as PyTorch's own in-place ops are).
+copy_ when an input requires grad, as PyTorch's own in-place ops are). Every tensor a function
+writes into (out=, the in-place forms' x and residual) is marked modified, as PyTorch's in-place
+ops mark theirs: a backward pass that needs its old value then fails instead of using the new.
 
 Numerics: statistics and products in float32, one rounding to x's dtype at the end; the fused
 add is computed in float32 and rounded to the residual's dtype, and that rounded sum is what gets
@@ -16,10 +18,13 @@ normalized (as in a model that adds in its residual dtype).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import numbers
 
 import torch
 from torch import Tensor
+from torch.autograd.graph import increment_version
 
 from . import _eager, _loader
 
@@ -54,8 +59,17 @@ def _require_floating(op: str, name: str, dtype) -> None:
         raise ValueError(f"{op}: {name}: expected a floating-point dtype but got {dtype}")
 
 
-def _check_args(op: str, x, params: dict, residual=None, eps=1e-6, weight_offset=0.0,
-                residual_dtype=None) -> None:
+def _is_real(v) -> bool:
+    """A real number other than a bool: Python's int and float, and numpy's scalars."""
+    t = type(v)
+    return t is float or t is int or (isinstance(v, numbers.Real) and not isinstance(v, bool))
+
+
+_NO_RESIDUAL = object()
+
+
+def _check_args(op: str, x, params: dict, residual=_NO_RESIDUAL, eps=1e-6,
+                weight_offset=0.0, residual_dtype=None) -> None:
     _require_tensor(op, "x", x)
     if x.dim() < 1:
         raise ValueError(f"{op}: x: expected rank 1 or more but got rank 0")
@@ -67,7 +81,7 @@ def _check_args(op: str, x, params: dict, residual=None, eps=1e-6, weight_offset
             raise ValueError(f"{op}: {name}: expected shape [{n}] but got {list(p.shape)}")
         if p is not None:
             _require_floating(op, name, p.dtype)
-    if residual is not None:
+    if residual is not _NO_RESIDUAL:  # the fused adds: a tensor is required
         _require_tensor(op, "residual", residual)
         if residual.shape != x.shape:
             raise ValueError(f"{op}: residual: expected shape {list(x.shape)} (x's shape) but got "
@@ -75,11 +89,9 @@ def _check_args(op: str, x, params: dict, residual=None, eps=1e-6, weight_offset
         _require_floating(op, "residual", residual.dtype)
     if residual_dtype is not None:
         _require_floating(op, "residual_dtype", residual_dtype)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
-            math.isfinite(eps) and eps > 0):
+    if not (_is_real(eps) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"{op}: eps: expected a finite value > 0 but got {eps!r}")
-    if isinstance(weight_offset, bool) or not isinstance(weight_offset, (int, float)) or not (
-            math.isfinite(weight_offset)):
+    if not (_is_real(weight_offset) and math.isfinite(weight_offset)):
         raise ValueError(f"{op}: weight_offset: expected a finite value but got {weight_offset!r}")
 
 
@@ -95,9 +107,28 @@ def _check_out(op: str, name: str, t, shape, dtype: torch.dtype, device) -> None
         raise ValueError(f"{op}: {name}: expected device {device} but got {t.device}")
 
 
+def _mutated(*tensors: Tensor) -> None:
+    """Marks tensors that a compiled operator wrote into as modified (their version counters), as
+    PyTorch's own in-place ops do, so that autograd refuses a backward pass through a value saved
+    before the write instead of using what is there now. The operators do not do it themselves:
+    a Python kernel at their ADInplaceOrView key would add ~4 us to every call (tensors made under
+    torch.inference_mode have no version counter, and are skipped). Under torch.compile the traced
+    graph records the mutation itself."""
+    if not torch.compiler.is_compiling():
+        increment_version(tensors)
+
+
 def _needs_grad(*tensors) -> bool:
     return torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in tensors)
+
+
+def _not_recorded(*tensors):
+    """The context for an operator call that autograd must not record: the fp8 forms, whose
+    outputs are not differentiable, so must not require grad when an input does (the operators
+    have no autograd formula, and PyTorch's fallback for such ops would mark them as requiring
+    it, with a backward that gives nothing)."""
+    return torch.no_grad() if _needs_grad(*tensors) else contextlib.nullcontext()
 
 
 # ---- layouts -------------------------------------------------------------------------------------
@@ -255,6 +286,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float 
         xr, w = _rows(x, runs=not grad), _param(weight)
         if out is not None and _is_rows(out, runs=True) and _same_runs(xr, out):
             torch.ops.fusekit.rms_norm_out(out, xr, w, eps, weight_offset, weight_after_cast)
+            _mutated(out)
             return out
         if grad:
             y = torch.ops.fusekit.rms_norm_with_rstd(xr, w, eps, weight_offset,
@@ -272,12 +304,13 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float =
                        residual_out: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The residual add before a transformer block's RMSNorm, fused with it.
 
-    residual_out = round_to(residual_dtype, x + residual)   (summed in float32)
+    residual_out = round_to(residual_dtype, x + residual.to(residual_dtype))   (summed in float32)
     y = rms_norm(residual_out, weight, eps, weight_offset)   (see rms_norm; y has x's dtype)
 
     residual_dtype defaults to residual's dtype; float32 keeps an fp32 residual stream beside
-    bf16 or fp16 activations. Returns (y, residual_out), or the given `out` / `residual_out`
-    filled with them.
+    bf16 or fp16 activations; one narrower than residual's rounds residual to it before the add
+    (as a model that casts its residual stream first). Returns (y, residual_out), or the given
+    `out` / `residual_out` filled with them.
     """
     if out is None and residual_out is None and weight is not None and residual is not None and _direct(
             "fused_add_rms_norm", x, weight, residual=residual, residual_dtype=residual_dtype,
@@ -300,6 +333,7 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float =
                 and _is_rows(residual_out)):
             torch.ops.fusekit.fused_add_rms_norm_out(out, residual_out, xr, rr.to(r_dtype), w, eps,
                                                      weight_offset, weight_after_cast)
+            _mutated(out, residual_out)
             return out, residual_out
         if grad:
             y, h, _ = torch.ops.fusekit.fused_add_rms_norm_with_rstd(
@@ -331,6 +365,7 @@ def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float 
         if _is_rows(x) and _is_rows(residual):
             torch.ops.fusekit.fused_add_rms_norm_(x, residual, _param(weight), eps, weight_offset,
                                                   weight_after_cast)
+            _mutated(x, residual)
             return x, residual
     # Through the functional op (rows it cannot address are copied), then into place.
     y, h = fused_add_rms_norm(x, residual, weight, eps, weight_offset,
@@ -366,6 +401,7 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
         xr, w, b = _rows(x, runs=not grad), _param(weight), _param(bias)
         if out is not None and _is_rows(out, runs=True) and _same_runs(xr, out):
             torch.ops.fusekit.layer_norm_out(out, xr, w, b, eps)
+            _mutated(out)
             return out
         if grad:
             y = torch.ops.fusekit.layer_norm_with_stats(xr, w, b, eps)[0]
@@ -382,11 +418,12 @@ def fused_add_layer_norm(x: Tensor, residual: Tensor, weight: Tensor | None = No
                          residual_out: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The residual add before a LayerNorm, fused with it.
 
-    residual_out = round_to(residual_dtype, x + residual)   (summed in float32)
+    residual_out = round_to(residual_dtype, x + residual.to(residual_dtype))   (summed in float32)
     y = layer_norm(residual_out, weight, bias, eps)          (see layer_norm; y has x's dtype)
 
-    residual_dtype defaults to residual's dtype. Returns (y, residual_out), or the given `out` /
-    `residual_out` filled with them.
+    residual_dtype defaults to residual's dtype; one narrower than residual's rounds residual to
+    it before the add. Returns (y, residual_out), or the given `out` / `residual_out` filled with
+    them.
     """
     if out is None and residual_out is None and residual is not None and _direct(
             "fused_add_layer_norm", x, weight, bias, residual, residual_dtype, scalars=(eps,)):
@@ -408,6 +445,7 @@ def fused_add_layer_norm(x: Tensor, residual: Tensor, weight: Tensor | None = No
                 and _is_rows(residual_out)):
             torch.ops.fusekit.fused_add_layer_norm_out(out, residual_out, xr, rr.to(r_dtype), w,
                                                        b, eps)
+            _mutated(out, residual_out)
             return out, residual_out
         if grad:
             y, h, _, _ = torch.ops.fusekit.fused_add_layer_norm_with_stats(xr, rr, w, b, eps,
@@ -437,6 +475,7 @@ def fused_add_layer_norm_(x: Tensor, residual: Tensor, weight: Tensor | None = N
             op, x, (weight, bias), residual.dtype):
         if _is_rows(x) and _is_rows(residual):
             torch.ops.fusekit.fused_add_layer_norm_(x, residual, _param(weight), _param(bias), eps)
+            _mutated(x, residual)
             return x, residual
     # Through the functional op (rows it cannot address are copied), then into place.
     y, h = fused_add_layer_norm(x, residual, weight, bias, eps)

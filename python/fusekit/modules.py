@@ -28,14 +28,15 @@ class RMSNorm(nn.Module):
     Args:
         hidden_size: N, the size of the last dimension (an int, or a 1-element sequence as
             torch.nn.RMSNorm's normalized_shape).
-        eps: added to the mean square (default 1e-6).
+        eps: added to the mean square (default 1e-6); None takes torch.nn.RMSNorm's default, the
+            machine epsilon of x's dtype (torch.finfo(x.dtype).eps), at each call.
         weight_offset: 0 for Llama-style models; 1 for Gemma's (1 + weight), whose weight then
             starts at zero.
         weight_after_cast: round the normalized value to x's dtype before multiplying by the
             weight (Hugging Face Llama's order) instead of one rounding at the end.
     """
 
-    def __init__(self, hidden_size: int | Sequence[int], eps: float = 1e-6, *,
+    def __init__(self, hidden_size: int | Sequence[int], eps: float | None = 1e-6, *,
                  weight_offset: float = 0.0, weight_after_cast: bool = False,
                  device=None, dtype=None) -> None:
         super().__init__()
@@ -53,19 +54,26 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(init(hidden_size, device=device, dtype=dtype))
 
     @property
-    def eps(self) -> float:
+    def eps(self) -> float | None:
         return self.variance_epsilon
 
     @eps.setter
-    def eps(self, value: float) -> None:
+    def eps(self, value: float | None) -> None:
         self.variance_epsilon = value
 
+    def _eps_for(self, x) -> float | None:
+        eps = self.variance_epsilon
+        if eps is None and isinstance(x, Tensor) and x.dtype.is_floating_point:
+            return torch.finfo(x.dtype).eps
+        return eps  # for anything else than a float tensor, the function names what is wrong
+
     def forward(self, x: Tensor, residual: Tensor | None = None):
+        eps = self._eps_for(x)
         if residual is None:
-            return F.rms_norm(x, self.weight, self.variance_epsilon, self.weight_offset,
+            return F.rms_norm(x, self.weight, eps, self.weight_offset,
                               weight_after_cast=self.weight_after_cast)
-        return F.fused_add_rms_norm(x, residual, self.weight, self.variance_epsilon,
-                                    self.weight_offset, weight_after_cast=self.weight_after_cast)
+        return F.fused_add_rms_norm(x, residual, self.weight, eps, self.weight_offset,
+                                    weight_after_cast=self.weight_after_cast)
 
     def extra_repr(self) -> str:
         extra = f"{self.hidden_size}, eps={self.variance_epsilon}"

@@ -28,7 +28,8 @@ from torch import Tensor
 
 from . import _eager, _loader
 from .activation import _check_bound, _check_scale, fp8_dtype
-from .functional import _check_args, _check_out, _is_rows, _param, _require_tensor, _rows
+from .functional import (_check_args, _check_out, _is_rows, _mutated, _needs_grad, _not_recorded,
+                         _param, _require_tensor, _rows)
 
 __all__ = [
     "rms_norm_quant_fp8",
@@ -49,6 +50,15 @@ def _check_static_scale(op: str, scale, device) -> None:
         raise ValueError(f"{op}: scale: expected dtype torch.float32 but got {scale.dtype}")
     if scale.device != device:
         raise ValueError(f"{op}: scale: expected device {device} but got {scale.device}")
+
+
+def _check_residual_updatable(op: str, residual: Tensor) -> None:
+    """The fused-add forms update residual in place and are not differentiable: a residual that
+    requires grad would lose its history (a leaf's in-place update is refused by PyTorch too)."""
+    if _needs_grad(residual):
+        raise RuntimeError(f"{op}: residual: updated in place by this op, which is not "
+                           f"differentiable, so it must not require grad (or call it under "
+                           f"torch.no_grad())")
 
 
 def _writable_rows(residual: Tensor) -> Tensor:
@@ -78,8 +88,11 @@ def rms_norm_quant_fp8(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offs
         xr, w = _rows(x), _param(weight)
         if out is not None and scale is not None and _is_rows(out):
             _OPS.rms_norm_quant_fp8_out(out, scale, xr, w, eps, format, weight_offset, bound)
+            _mutated(out, scale)
             return out, scale
-        q, s = _OPS.rms_norm_quant_fp8(xr, w, eps, format, weight_offset, bound, scale_keepdim)
+        with _not_recorded(x, weight):
+            q, s = _OPS.rms_norm_quant_fp8(xr, w, eps, format, weight_offset, bound,
+                                           scale_keepdim)
     else:
         with torch.no_grad():
             q, s = _eager.rms_norm_quant_fp8(x, weight, eps, dtype, weight_offset, bound,
@@ -106,8 +119,10 @@ def rms_norm_quant_fp8_static(x: Tensor, weight: Tensor, scale: Tensor, eps: flo
         xr, w = _rows(x), _param(weight)
         if out is not None and _is_rows(out):
             _OPS.rms_norm_quant_fp8_static_out(out, xr, w, scale, eps, format, weight_offset)
+            _mutated(out)
             return out
-        q = _OPS.rms_norm_quant_fp8_static(xr, w, scale, eps, format, weight_offset)
+        with _not_recorded(x, weight, scale):
+            q = _OPS.rms_norm_quant_fp8_static(xr, w, scale, eps, format, weight_offset)
     else:
         with torch.no_grad():
             q = _eager.rms_norm_quant_fp8_static(x, weight, scale, eps, dtype, weight_offset)
@@ -130,6 +145,7 @@ def fused_add_rms_norm_quant_fp8(x: Tensor, residual: Tensor, weight: Tensor, ep
     op = "fused_add_rms_norm_quant_fp8"
     dtype = fp8_dtype(op, format)
     _check_args(op, x, {"weight": (weight, False)}, residual, eps, weight_offset)
+    _check_residual_updatable(op, residual)
     _check_bound(op, scale_upper_bound)
     _check_out(op, "out", out, x.shape, dtype, x.device)
     _check_scale(op, scale, tuple(x.shape), x.device)
@@ -140,11 +156,15 @@ def fused_add_rms_norm_quant_fp8(x: Tensor, residual: Tensor, weight: Tensor, ep
             _OPS.fused_add_rms_norm_quant_fp8_out(out, scale, xr, rr, w, eps, format,
                                                   weight_offset, bound)
             q, s = out, scale
+            _mutated(out, scale)
         else:
-            q, s = _OPS.fused_add_rms_norm_quant_fp8(xr, rr, w, eps, format, weight_offset,
-                                                     bound, scale_keepdim)
+            with _not_recorded(x, weight):
+                q, s = _OPS.fused_add_rms_norm_quant_fp8(xr, rr, w, eps, format, weight_offset,
+                                                         bound, scale_keepdim)
         if rr is not residual:
             residual.copy_(rr)
+        else:
+            _mutated(residual)
     else:
         with torch.no_grad():
             h = _eager.add(x, residual)
@@ -168,6 +188,7 @@ def fused_add_rms_norm_quant_fp8_static(x: Tensor, residual: Tensor, weight: Ten
     op = "fused_add_rms_norm_quant_fp8_static"
     dtype = fp8_dtype(op, format)
     _check_args(op, x, {"weight": (weight, False)}, residual, eps, weight_offset)
+    _check_residual_updatable(op, residual)
     _check_static_scale(op, scale, x.device)
     _check_out(op, "out", out, x.shape, dtype, x.device)
     if _loader.use_kernels("fused_add_rms_norm_quant_fp8", x, (weight,), residual.dtype):
@@ -176,11 +197,15 @@ def fused_add_rms_norm_quant_fp8_static(x: Tensor, residual: Tensor, weight: Ten
             _OPS.fused_add_rms_norm_quant_fp8_static_out(out, xr, rr, w, scale, eps, format,
                                                          weight_offset)
             q = out
+            _mutated(out)
         else:
-            q = _OPS.fused_add_rms_norm_quant_fp8_static(xr, rr, w, scale, eps, format,
-                                                         weight_offset)
+            with _not_recorded(x, weight, scale):
+                q = _OPS.fused_add_rms_norm_quant_fp8_static(xr, rr, w, scale, eps, format,
+                                                             weight_offset)
         if rr is not residual:
             residual.copy_(rr)
+        else:
+            _mutated(residual)
     else:
         with torch.no_grad():
             h = _eager.add(x, residual)

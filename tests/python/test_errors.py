@@ -40,6 +40,12 @@ def t(device, gen):
      "rms_norm: x: expected rank 1"),
     (lambda t: fusekit.layer_norm(t["x"], t["w"], t["b"].reshape(8, 8)), ValueError,
      "layer_norm: bias: expected shape [64] but got [8, 8]"),
+    (lambda t: fusekit.fused_add_rms_norm(t["x"], None, t["w"]), TypeError,
+     "fused_add_rms_norm: residual: expected a torch.Tensor but got NoneType"),
+    (lambda t: fusekit.fused_add_layer_norm_(t["x"], None), TypeError,
+     "fused_add_layer_norm_: residual: expected a torch.Tensor but got NoneType"),
+    (lambda t: fusekit.fused_add_rms_norm_quant_fp8(t["x"], None, t["w"], format="e4m3fn"),
+     TypeError, "fused_add_rms_norm_quant_fp8: residual: expected a torch.Tensor but got NoneType"),
     (lambda t: fusekit.fused_add_rms_norm(t["x"], t["r"][:3], t["w"]), ValueError,
      "fused_add_rms_norm: residual: expected shape [4, 64] (x's shape) but got [3, 64]"),
     (lambda t: fusekit.fused_add_layer_norm_(t["x"], t["r"], t["w"], t["b"], 0.0), ValueError,
@@ -178,3 +184,50 @@ def test_mixed_devices_are_refused(gen):
     with pytest.raises(ValueError, match="rms_norm: weight: expected device gpu:0 .x's device. "
                                          "but got cpu"):
         ops.rms_norm(x, w, 1e-6)
+
+
+def test_numpy_scalars_are_taken_as_numbers(device, gen):
+    np = pytest.importorskip("numpy")
+    x = randn((4, 64), torch.float32, device, gen)
+    w = randn((64,), torch.float32, device, gen, mean=1.0)
+    for eps in (np.float32(1e-5), np.float64(1e-5), np.int64(1)):
+        assert torch.equal(fusekit.rms_norm(x, w, eps, np.float32(0.5)),
+                           fusekit.rms_norm(x, w, float(eps), 0.5))
+        assert torch.equal(fusekit.layer_norm(x, w, None, eps),
+                           fusekit.layer_norm(x, w, None, float(eps)))
+    q, s = fusekit.silu_and_mul_quant_fp8(x, format="e4m3fn", scale_upper_bound=np.float32(0.1))
+    q_ref, s_ref = fusekit.silu_and_mul_quant_fp8(x, format="e4m3fn",
+                                                  scale_upper_bound=float(np.float32(0.1)))
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(s, s_ref)
+    with pytest.raises(ValueError, match="eps: expected a finite value > 0 but got"):
+        fusekit.rms_norm(x, w, np.bool_(True))
+
+
+def test_empty_strided_views_are_no_ops(device, gen):
+    """M = 0 is a no-op whatever the view's strides: an empty slice of a strided view keeps them
+    (x[:0, ::2]), and PyTorch's own ops take such views."""
+    base = randn((3, 256), torch.float32, device, gen)
+    x = base[:0, ::2]  # [0, 128], last stride 2
+    w = torch.ones(128, device=device)
+    assert fusekit.rms_norm(x, w).shape == (0, 128)
+    assert fusekit.layer_norm(x, w, w).shape == (0, 128)
+    y, h = fusekit.fused_add_rms_norm(x, base[:0, 1::2], w)
+    assert y.shape == h.shape == (0, 128)
+    assert fusekit.silu_and_mul(x).shape == (0, 64)
+    assert fusekit.gelu_and_mul(x, base[:0, 1::2]).shape == (0, 128)
+    q, s = fusekit.rms_norm_quant_fp8(x, w, format="e4m3fn")
+    assert q.shape == (0, 128) and s.shape == (0,)
+    assert fusekit.silu_and_mul_quant_fp8(base.view(3, 2, 128)[:, :0, ::2],
+                                          format="e4m3fn")[0].shape == (3, 0, 32)
+    assert ops.rms_norm(x, w, 1e-6).shape == (0, 128)
+
+
+def test_rms_norm_module_without_eps_takes_torchs_default(device, gen):
+    """eps=None is torch.nn.RMSNorm's default (the machine epsilon of x's dtype at each call),
+    so fusekit.RMSNorm(n, eps=m.eps) copies any torch module."""
+    ours = fusekit.RMSNorm(64, eps=None).to(device)
+    theirs = torch.nn.RMSNorm(64, eps=None).to(device)
+    x = randn((4, 64), torch.float32, device, gen, scale=1e-4)  # eps matters at this scale
+    torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-6)
+    assert ours.eps is None
+    assert not torch.allclose(ours(x), fusekit.rms_norm(x, ours.weight, 1e-6))
