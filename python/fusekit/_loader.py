@@ -110,7 +110,8 @@ def _incompatibility(build: dict) -> tuple[str | None, str | None]:
         return None, None
     backend = build.get("gpu_backend", "none")
     if backend == "none":
-        return None, "the operator library was built without a GPU backend (no nvcc or hipcc)"
+        return None, ("the operator library was built without a GPU backend (FUSEKIT_GPU=OFF, "
+                      "or no nvcc or hipcc where it was built)")
     return None, (
         f"the operator library has {backend} kernels but was built against a PyTorch without "
         f"matching GPU support, so none are registered for GPU tensors"
