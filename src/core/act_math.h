@@ -266,4 +266,15 @@ struct ActMath<Activation::kGelu> {
   }
 };
 
+// The gate's gradient, dy * up * act'(gate), in the order that overflows only where the result
+// does: dy * up can overflow for large finite inputs where act' is small (the negative side) and
+// the gradient is finite, or 0 (inf * 0 would be NaN). So where |act'| <= 1, up * act' (which
+// cannot overflow) comes first; where |act'| > 1 (at most ~1.13), dy * up, whose overflow the
+// product keeps. An infinite or NaN input still gives inf or NaN.
+template <Activation kAct>
+FUSEKIT_HOST_DEVICE float gate_gradient(float dy, float up, float gate) {
+  const float d = ActMath<kAct>::derivative(gate);
+  return fabsf(d) <= 1.0f ? dy * (up * d) : (dy * up) * d;
+}
+
 }  // namespace fusekit::detail

@@ -129,7 +129,9 @@ TEST_P(ActValues, MatchesFloat64Reference) {
 }
 
 // Rows of special gate values (up = 1, -0.5 or the largest value) on each dtype: the largest
-// finite values, values where exp / x^3 / erfc switch regimes or overflow float32, NaN.
+// finite values, values where exp / x^3 / erfc switch regimes or overflow float32, NaN. The
+// backward pass also with up and grad_out both the largest value, whose product overflows
+// float32 where the gate's derivative is 0.
 TEST_P(ActValues, LargestFiniteInputsAndNaN) {
   const auto [backend, act, mode] = GetParam();
   FUSEKIT_SKIP_UNLESS_AVAILABLE(backend);
@@ -141,7 +143,8 @@ TEST_P(ActValues, LargestFiniteInputsAndNaN) {
     const std::vector<double> gates = {largest, -largest, largest / 2, -largest / 3, 1e13, -1e13,
                                        88.7,    -88.7,    104.0,       -104.0,       10.6, -10.6,
                                        7.0,     -7.0,     0.0,         -0.0,         1e-30, -1e-30};
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 4; ++variant) {
+      if (variant == 3 && mode != ActMode::kBackward) continue;
       ActCase c;
       c.act = act;
       c.mode = mode;
@@ -151,16 +154,17 @@ TEST_P(ActValues, LargestFiniteInputsAndNaN) {
       c.cols = static_cast<int64_t>(gates.size());
       c.format = variant == 1 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
       const double up = variant == 0 ? 1.0 : (variant == 1 ? -0.5 : largest);
+      const double dy = variant == 3 ? largest : 1.0;
       // Where the NaN goes: an odd and an even place of the first group, and the group that
       // ends the row (partial).
-      const int64_t nan_col = variant == 0 ? 3 : (variant == 1 ? 0 : 16);
+      const int64_t nan_col = variant == 0 ? 3 : (variant == 1 ? 0 : (variant == 2 ? 16 : 5));
       const ActFill fill = [&](ActRun& run, std::mt19937&) {
         for (int64_t r = 0; r < 2; ++r) {
           for (int64_t j = 0; j < c.cols; ++j) {
             const double g = gates[static_cast<size_t>(j)];  // finite in the dtype
             run.in.set(r, j, std::copysign(std::min(std::fabs(g), largest), g));
             run.up.set(r, j, up);
-            if (run.grad_out.cols() > 0) run.grad_out.set(r, j, r == 0 ? 1.0 : -0.25);
+            if (run.grad_out.cols() > 0) run.grad_out.set(r, j, r == 0 ? dy : -0.25 * dy);
           }
         }
         run.in.set(1, nan_col, NAN);  // row 1 carries a NaN

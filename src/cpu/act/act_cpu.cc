@@ -93,7 +93,7 @@ void act_backward_rows(const ActBackwardProblem& p) {
           const float gate_k = g[k];
           const float dy_k = dy[k];
           const float up_k = u[k];
-          dg.set(k, (dy_k * up_k) * ActMath<kAct>::derivative(gate_k));
+          dg.set(k, gate_gradient<kAct>(dy_k, up_k, gate_k));
           du.set(k, dy_k * ActMath<kAct>::value(gate_k));
         }
         dg.finish();

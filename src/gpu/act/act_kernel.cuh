@@ -185,7 +185,7 @@ FUSEKIT_DEVICE void act_elementwise_row(const ActKernelArgs& a, int64_t row, int
       to_floats(in.dy[i], dyf);
 #pragma unroll
       for (int e = 0; e < G; ++e) {
-        dg[e] = (dyf[e] * uf[e]) * ActMath<K::kAct>::derivative(gf[e]);
+        dg[e] = gate_gradient<K::kAct>(dyf[e], uf[e], gf[e]);
         du[e] = dyf[e] * ActMath<K::kAct>::value(gf[e]);
       }
       store_group<T, G, K::kLoad>(static_cast<T*>(a.out) + row * a.out_stride, col, n, dg);
