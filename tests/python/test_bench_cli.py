@@ -189,6 +189,26 @@ def test_runs_without_matplotlib_and_tqdm(tmp_path):
                                                               (8, ["eager", "fusekit"])]
 
 
+def test_cpu_runs_skip_calls_past_64_mib_unless_told(tmp_path):
+    """The default shapes' largest calls take eager seconds each on a host: on the CPU, calls
+    moving more than 64 MiB are skipped (and listed) unless --max-bytes sets another bound."""
+    args = ("--quick", "--device", "cpu", "--ops", "rms_norm", "--N", "4096",
+            "--impls", "fusekit")
+    proc, out_json, _ = run_bench(tmp_path, *args, "--M", "1,8193")  # 8193 rows: over 128 MiB
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())
+    assert [r["M"] for r in doc["rows"]] == [1]
+    assert doc["skipped"] == [{"op": "rms_norm", "family": "norm", "M": 8193, "N": 4096,
+                               "reason": "max_bytes", "limit": 64 << 20}]
+    assert "over --max-bytes (64M on the CPU by default)" in proc.stdout
+    proc, out_json, _ = run_bench(tmp_path, *args, "--M", "1,2", "--max-bytes", "20K")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out_json.read_text())  # [1, 4096]: x and out 16 KiB, weight 8 KiB
+    assert doc["rows"] == [] and [s["limit"] for s in doc["skipped"]] == [20 << 10] * 2
+    proc, _, _ = run_bench(tmp_path, *args, "--max-bytes", "lots")
+    assert proc.returncode == 2 and "--max-bytes" in proc.stderr
+
+
 def test_failing_fusekit_call_fails_the_run(tmp_path):
     # fusekit.rms_norm broken in the child: the row records the error and the exit status is 1.
     breaker = ("import fusekit\n"

@@ -28,6 +28,10 @@ DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.floa
           "float16": torch.float16, "half": torch.float16, "fp32": torch.float32,
           "float32": torch.float32, "float": torch.float32}
 QUICK = {"M": [1, 256, 2048], "N": [4096]}
+# On the CPU, calls moving more than this are skipped unless --max-bytes says otherwise (as the
+# C++ benchmark does): the default shapes' largest take eager seconds a call on a host, and the
+# whole plan hours.
+CPU_DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shapes.json")
 
 
@@ -37,6 +41,19 @@ def _ints(text: str) -> list:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers but got {text!r}") from None
+
+
+def _size(text: str) -> int:
+    """Bytes, with an optional K, M or G suffix (powers of 1024): "4096", "64M", "4G"."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 4096, 64M or 4G but got "
+                                         f"{text!r}")
+    return int(value)
 
 
 def _names(text: str) -> list:
@@ -82,6 +99,10 @@ def parser() -> argparse.ArgumentParser:
                          "written) by the same method as its calls, and give each "
                          "implementation as %% of it: the roofline at that size, which calls "
                          "of tens of MB cannot reach at the 1 GiB copy's rate")
+    ap.add_argument("--max-bytes", type=_size,
+                    help="skip calls moving more bytes than this (K/M/G suffixes); default: "
+                         f"{CPU_DEFAULT_MAX_BYTES >> 20}M on the CPU, no bound on the GPU (the "
+                         "shapes file's skip_if_bytes_over applies in either case)")
     ap.add_argument("--quick", action="store_true",
                     help=f"few shapes (M {QUICK['M']}, N {QUICK['N']} unless given) and few runs")
     ap.add_argument("--json", default="fusekit-bench.json", help="output JSON ('' for none)")
@@ -220,14 +241,21 @@ def run(args, ap) -> int:
     warnings.filterwarnings("ignore", message=r"fusekit\.", category=RuntimeWarning)
     torch.manual_seed(0)
 
+    max_bytes = args.max_bytes
+    if max_bytes is None and device == "cpu":
+        max_bytes = CPU_DEFAULT_MAX_BYTES
     plan, skipped = [], []
     for specs, ms, ns, limit in groups:
         for spec in specs:
             for n in ns:
                 for m in ms:
-                    if spec.bytes(m, n, dtype) > limit:
+                    nbytes = spec.bytes(m, n, dtype)
+                    if nbytes > limit:
                         skipped.append({"op": spec.name, "family": spec.family, "M": m, "N": n,
                                         "reason": "skip_if_bytes_over", "limit": limit})
+                    elif max_bytes is not None and nbytes > max_bytes:
+                        skipped.append({"op": spec.name, "family": spec.family, "M": m, "N": n,
+                                        "reason": "max_bytes", "limit": max_bytes})
                     else:
                         plan.append((spec, m, n))
     steps = {spec.name: len(impls.for_op(spec)) for specs, _, _, _ in groups for spec in specs}
@@ -321,9 +349,14 @@ def run(args, ap) -> int:
         print()
         print(report.family_title(family))
         print(report.table([row for row in rows if row["family"] == family], device))
-    if skipped:
-        print("skipped (over skip_if_bytes_over): "
-              + ", ".join(f"{s['op']} {s['M']}x{s['N']} (> {s['limit']} bytes)" for s in skipped))
+    for reason, why in (("skip_if_bytes_over", "over the shapes file's skip_if_bytes_over"),
+                        ("max_bytes", "over --max-bytes" + (
+                            "" if args.max_bytes is not None else
+                            f" ({CPU_DEFAULT_MAX_BYTES >> 20}M on the CPU by default)"))):
+        these = [s for s in skipped if s["reason"] == reason]
+        if these:
+            print(f"skipped ({why}): " + ", ".join(
+                f"{s['op']} {s['M']}x{s['N']} (> {s['limit']} bytes)" for s in these))
     if args.json:
         report.write_json(args.json, env, copy_gbps, rows, skipped)
         print(f"wrote {args.json}")

@@ -23,7 +23,7 @@ JSON schema (version 1):
           or {"error": "why it did not run"} (it was tried and failed, or could not be loaded)
           or {"skipped": "why it cannot run here"} (the seed Triton kernels on the CPU, or
           without triton)
-  skipped: {"op", "family", "M", "N", "reason": "skip_if_bytes_over", "limit"}
+  skipped: {"op", "family", "M", "N", "reason": "skip_if_bytes_over" or "max_bytes", "limit"}
 """
 
 from __future__ import annotations
