@@ -20,7 +20,7 @@ per-row statistics are not differentiable outputs. The gated activations differe
 their C++ backward ops ({act}_and_mul_backward, {act}_and_mul_split_backward); their fp8 forms
 are not differentiable, nor are RMSNorm's. The backward formulas are themselves not
 differentiable (the C++ backward ops have no formula of their own): a second-order gradient
-raises instead of coming out as zero.
+raises instead of coming out as zero or missing (_first_order_only).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import inspect
 import operator
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from .activation import ACTIVATIONS, fp8_dtype
 from .functional import _is_rows
@@ -259,6 +258,52 @@ def _register_fakes() -> None:
 
 # ---- autograd -----------------------------------------------------------------------------------
 
+class _SecondOrderRefused(torch.autograd.Function):
+    """Stands in as the history of a backward formula's outputs when a graph of them is asked for
+    (create_graph=True): passes them through, and raises if they are differentiated."""
+
+    @staticmethod
+    def forward(ctx, *tensors):
+        return tuple(t.view_as(t) for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "fusekit: second-order gradients are not supported: the backward formulas of "
+            "fusekit's ops are not differentiable (take the gradient without create_graph=True, "
+            "or use PyTorch's ops where a second derivative is needed)")
+
+
+def _first_order_only(backward):
+    """A backward formula that runs without recording a graph and, where a graph of its result
+    is asked for (create_graph=True, and the incoming gradients or the saved tensors require
+    grad), returns outputs whose history raises when differentiated: the C++ backward ops have
+    no formula of their own, so a second derivative through them would otherwise be zero or
+    missing, in silence. (torch.autograd.function.once_differentiable looks at the incoming
+    gradients alone, so it misses a gradient penalty of y.sum(), whose incoming gradient is a
+    constant.)"""
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads):
+        with torch.no_grad():
+            outputs = backward(ctx, *grads)
+        if not torch.is_grad_enabled():
+            return outputs
+        needed = any(isinstance(g, torch.Tensor) and g.requires_grad for g in grads) or any(
+            t is not None and t.requires_grad for t in ctx.saved_tensors)
+        if not needed:
+            return outputs
+        single = not isinstance(outputs, tuple)
+        outputs = (outputs,) if single else outputs
+        places = [i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor)]
+        marked = _SecondOrderRefused.apply(
+            *(outputs[i].detach().requires_grad_() for i in places))
+        result = list(outputs)
+        for i, t in zip(places, marked):
+            result[i] = t
+        return result[0] if single else tuple(result)
+    return wrapper
+
+
 def _contiguous(grad):
     # Gradients may arrive expanded (stride 0) or otherwise strided; the kernels take rows.
     return grad if grad is None or grad.is_contiguous() else grad.contiguous()
@@ -319,7 +364,7 @@ def _register_rms_autograd() -> None:
         _save(ctx, layer=False, h=x, weight=weight, rstd=rstd, eps=eps, weight_offset=offset,
               weight_after_cast=after_cast, weight_grad=ctx.needs_input_grad[1])
 
-    @once_differentiable
+    @_first_order_only
     def backward(ctx, grad_out, grad_rstd=None):
         grad_x, grad_w = _grads(ctx, grad_out, None)
         return grad_x, _keep(ctx.weight_grad, grad_w), None, None, None
@@ -339,7 +384,7 @@ def _register_rms_autograd() -> None:
               weight_grad=ctx.needs_input_grad[2])
         ctx.x_dtype, ctx.residual_dtype = x.dtype, residual.dtype
 
-    @once_differentiable
+    @_first_order_only
     def backward_fused(ctx, grad_out, grad_residual_out, grad_rstd=None):
         grad_h, grad_w = _grads(ctx, grad_out, grad_residual_out)
         return (grad_h.to(ctx.x_dtype), grad_h.to(ctx.residual_dtype),
@@ -360,7 +405,7 @@ def _register_layer_autograd() -> None:
         _save(ctx, layer=True, h=x, weight=weight, bias=bias, mean=mean, rstd=rstd, eps=eps,
               weight_grad=ctx.needs_input_grad[1], bias_grad=ctx.needs_input_grad[2])
 
-    @once_differentiable
+    @_first_order_only
     def backward(ctx, grad_out, grad_mean=None, grad_rstd=None):
         grad_x, grad_w, grad_b = _grads(ctx, grad_out, None)
         return grad_x, _keep(ctx.weight_grad, grad_w), _keep(ctx.bias_grad, grad_b), None
@@ -380,7 +425,7 @@ def _register_layer_autograd() -> None:
               eps=eps, weight_grad=ctx.needs_input_grad[2], bias_grad=ctx.needs_input_grad[3])
         ctx.x_dtype, ctx.residual_dtype = x.dtype, residual.dtype
 
-    @once_differentiable
+    @_first_order_only
     def backward_fused(ctx, grad_out, grad_residual_out, grad_mean=None, grad_rstd=None):
         grad_h, grad_w, grad_b = _grads(ctx, grad_out, grad_residual_out)
         return (grad_h.to(ctx.x_dtype), grad_h.to(ctx.residual_dtype),
@@ -398,7 +443,7 @@ def _register_act_autograd(act: str) -> None:
     def setup(ctx, inputs, output):
         ctx.save_for_backward(inputs[0])
 
-    @once_differentiable
+    @_first_order_only
     def backward(ctx, grad_out):
         (x,) = ctx.saved_tensors
         return backward_fused(_contiguous(grad_out), x)
@@ -409,7 +454,7 @@ def _register_act_autograd(act: str) -> None:
     def setup_split(ctx, inputs, output):
         ctx.save_for_backward(*inputs)
 
-    @once_differentiable
+    @_first_order_only
     def backward_split_fn(ctx, grad_out):
         gate, up = ctx.saved_tensors
         grad_gate, grad_up = backward_split(_contiguous(grad_out), gate, up)

@@ -139,9 +139,15 @@ def test_second_order_gradients_raise(device, gen, name):
         "silu_and_mul": lambda: fusekit.silu_and_mul(torch.cat([x, other], -1)),
         "gelu_and_mul split": lambda: fusekit.gelu_and_mul(x, other),
     }[name]()
-    (grad,) = torch.autograd.grad((y ** 2).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="once_differentiable|differentiate twice"):
-        grad.pow(2).sum().backward()
+    # The incoming gradient requiring grad ((y ** 2).sum()) or not (a constant: y.sum()).
+    for loss in ((y ** 2).sum(), (y * 3).sum()):
+        (grad,) = torch.autograd.grad(loss, x, create_graph=True, retain_graph=True)
+        assert grad.requires_grad
+        with pytest.raises(RuntimeError, match="second-order gradients are not supported"):
+            grad.pow(2).sum().backward(retain_graph=True)
+    # Without create_graph, nothing changes: a first-order gradient of its own.
+    (grad,) = torch.autograd.grad((y * 3).sum(), x)
+    assert not grad.requires_grad
 
 
 @pytest.mark.parametrize("call,message", [
