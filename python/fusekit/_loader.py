@@ -1,7 +1,8 @@
 """Finding and loading the compiled operator library, and deciding per call whether to use it.
 
 `import fusekit` must never fail. The library (libfusekit_torch.so, built from torch/) is looked
-for at $FUSEKIT_LIBRARY, then beside this file; next to it, fusekit_build_info.json says what it
+for at $FUSEKIT_LIBRARY when that is set (only there: a wrong path is a reason, not passed over
+for another library), else beside this file; next to it, fusekit_build_info.json says what it
 was built for. Before loading, that record is checked against the running PyTorch (a library built
 for a newer torch, for a GPU build of torch when this one is CPU-only, or for another CUDA major
 version is not loaded, or is not used for GPU tensors). Whatever goes wrong becomes a *reason*:
@@ -141,6 +142,9 @@ def _load() -> LibraryState:
         )
         return state
     state.path = path
+    if not os.path.exists(path):
+        state.reason = f"FUSEKIT_LIBRARY is {path}, which does not exist"
+        return state
     state.build = _read_build_info(path)
     if state.build is None:
         state.reason = f"{BUILD_INFO_NAME} is missing beside {path}: rebuild the library"

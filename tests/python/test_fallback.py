@@ -111,6 +111,15 @@ def test_missing_library(tmp_path):
     assert all(reason in w for w in out["warnings"])
 
 
+def test_library_path_that_does_not_exist(tmp_path):
+    """FUSEKIT_LIBRARY is the one place looked at when set: a wrong path is the reason given, not
+    passed over for the packaged library."""
+    out = run_probe(tmp_path, library=tmp_path / "no_such_dir" / "libfusekit_torch.so")
+    reason = out["info"]["library"]["reason"]
+    assert reason.startswith("FUSEKIT_LIBRARY is ") and reason.endswith(", which does not exist")
+    assert out["ops"] == [] and all(reason in w for w in out["warnings"])
+
+
 @pytest.mark.skipif(not INFO["library"]["loaded"], reason="needs the compiled library")
 def test_library_built_for_a_newer_torch(tmp_path):
     lib_dir = tmp_path / "lib"
