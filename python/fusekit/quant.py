@@ -2,7 +2,8 @@
 dynamic per-token scale or a static one, alone or fused with the residual add before it.
 
     q, scale = fusekit.rms_norm_quant_fp8(x, weight, format="e4m3fn")           # per token
-    q = fusekit.rms_norm_quant_fp8_static(x, weight, scale, format="e4m3fn")    # static scale
+    static = torch.tensor([0.05], device=x.device)  # a calibrated scale, float32 [1] or []
+    q = fusekit.rms_norm_quant_fp8_static(x, weight, static, format="e4m3fn")   # static scale
     q, scale = fusekit.fused_add_rms_norm_quant_fp8(x, residual, weight, format="e4m3fn")
     # ... residual now holds x + residual (updated in place, the vLLM convention)
 
