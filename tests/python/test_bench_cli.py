@@ -191,9 +191,9 @@ def test_runs_without_matplotlib_and_tqdm(tmp_path):
 
 def test_cpu_runs_skip_calls_past_64_mib_unless_told(tmp_path):
     """The default shapes' largest calls take eager seconds each on a host: on the CPU, calls
-    moving more than 64 MiB are skipped (and listed) unless --max-bytes sets another bound."""
-    args = ("--quick", "--device", "cpu", "--ops", "rms_norm", "--N", "4096",
-            "--impls", "fusekit")
+    moving more than 64 MiB are skipped (and listed) unless --max-bytes sets another bound
+    (--quick's shapes are small enough: test_quick_run_writes_table_json_and_plot)."""
+    args = ("--device", "cpu", "--ops", "rms_norm", "--N", "4096", "--impls", "fusekit")
     proc, out_json, _ = run_bench(tmp_path, *args, "--M", "1,8193")  # 8193 rows: over 128 MiB
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(out_json.read_text())

@@ -30,7 +30,7 @@ DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.floa
 QUICK = {"M": [1, 256, 2048], "N": [4096]}
 # On the CPU, calls moving more than this are skipped unless --max-bytes says otherwise (as the
 # C++ benchmark does): the default shapes' largest take eager seconds a call on a host, and the
-# whole plan hours.
+# whole plan hours. --quick's few shapes are small enough as they are.
 CPU_DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shapes.json")
 
@@ -101,8 +101,8 @@ def parser() -> argparse.ArgumentParser:
                          "of tens of MB cannot reach at the 1 GiB copy's rate")
     ap.add_argument("--max-bytes", type=_size,
                     help="skip calls moving more bytes than this (K/M/G suffixes); default: "
-                         f"{CPU_DEFAULT_MAX_BYTES >> 20}M on the CPU, no bound on the GPU (the "
-                         "shapes file's skip_if_bytes_over applies in either case)")
+                         f"{CPU_DEFAULT_MAX_BYTES >> 20}M on the CPU (but for --quick), no bound "
+                         "on the GPU (the shapes file's skip_if_bytes_over applies in any case)")
     ap.add_argument("--quick", action="store_true",
                     help=f"few shapes (M {QUICK['M']}, N {QUICK['N']} unless given) and few runs")
     ap.add_argument("--json", default="fusekit-bench.json", help="output JSON ('' for none)")
@@ -242,7 +242,7 @@ def run(args, ap) -> int:
     torch.manual_seed(0)
 
     max_bytes = args.max_bytes
-    if max_bytes is None and device == "cpu":
+    if max_bytes is None and device == "cpu" and not args.quick:
         max_bytes = CPU_DEFAULT_MAX_BYTES
     plan, skipped = [], []
     for specs, ms, ns, limit in groups:
