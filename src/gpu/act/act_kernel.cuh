@@ -55,6 +55,7 @@
 namespace fusekit::gpu {
 
 using detail::ActMath;
+using detail::gate_gradient;
 
 // The forward primitives of core/act_math.h from the special-function units. e^-a is
 // 2^(64 - a log2 e) 2^-64: for every a up to 104 (past which e^-a rounds to 0 anyway) the offset
