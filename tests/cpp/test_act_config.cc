@@ -534,8 +534,22 @@ TEST(ActConfig, QuantStagesRowsOnChipUntilTheyDoNotFit) {
   EXPECT_EQ(q.smem_bytes, 4096 * 8 * 4);
   s.max_smem_per_block = 65536;  // an AMD GPU's 64 KB: the same row takes two passes
   EXPECT_EQ(choose_act_quant_config(s).items, 0);
-  s.cols = 2048 * 8;  // 64 KB of y still fits
+  // 64 KB of y does not fit beside the kernel's scratch: N = 16384 takes two passes there, as
+  // any row past 480 threads of 32 lanes (448 of 64).
+  s.cols = 2048 * 8;
+  EXPECT_EQ(choose_act_quant_config(s).items, 0);
+  s.cols = 480 * 32;
+  q = choose_act_quant_config(s);
+  EXPECT_EQ(q.items, 4);
+  EXPECT_LE(q.smem_bytes + kActQuantScratchBytes, s.max_smem_per_block);
+  s.cols += 1;
+  EXPECT_EQ(choose_act_quant_config(s).items, 0);
+  s.warp_size = 64;
+  s.cols = 448 * 32;
   EXPECT_EQ(choose_act_quant_config(s).items, 4);
+  s.cols += 1;
+  EXPECT_EQ(choose_act_quant_config(s).items, 0);
+  s.warp_size = 32;
   s.max_smem_per_block = 232448;
   s.cols = 4096 * 8 + 1;  // one element more: two passes
   q = choose_act_quant_config(s);

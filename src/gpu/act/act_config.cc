@@ -207,9 +207,11 @@ ActQuantConfig make_act_quant_block_config(const ActShape& shape) {
   const int items = act_quant_items(shape.group_elems);
   const int64_t threads =
       std::max<int64_t>(ceil_div(ceil_div(row_groups(shape), items), warp) * warp, 64);
-  // y is staged in shared memory, 4 bytes per element of the block's groups.
+  // y is staged in shared memory, 4 bytes per element of the block's groups, beside the
+  // kernel's own scratch.
   const int64_t staging = threads * items * shape.group_elems * 4;
-  if (threads <= kActMaxBlockThreads && staging <= shape.max_smem_per_block) {
+  if (threads <= kActMaxBlockThreads &&
+      staging + kActQuantScratchBytes <= shape.max_smem_per_block) {
     c.items = items;
     c.block_threads = static_cast<int>(threads);
     c.smem_bytes = staging;

@@ -83,6 +83,10 @@ constexpr int act_quant_items(int group_elems) { return kActQuantElemsPerThread 
 constexpr int kActQuantCompactThreads = 448;
 constexpr int kActQuantCompactBlocksPerSm = 3;
 constexpr int kActMaxBlockThreads = 1024;
+// The one-block kernel's own static shared memory: a float per warp of its block, at most 1024
+// threads of 32-lane warps. The staging of y gets what the block's limit leaves beside it (a
+// 64 KB AMD GPU has no opt-in beyond its 64 KB: a 65536-byte staging would not launch there).
+constexpr int64_t kActQuantScratchBytes = kActMaxBlockThreads / 32 * 4;
 // Cluster path: the most threads per block, and the blocks of that many per SM its registers are
 // capped for (56 registers: five blocks of 224 threads, six of 192). Its rows are latency-bound,
 // so the bytes an SM holds in flight set the pace (act_config.cc).

@@ -450,6 +450,8 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
     using T = typename K::T;
     constexpr int G = K::kGroup;
     constexpr int kMaxWarps = kMaxThreads / kWarp;
+    static_assert(kMaxWarps * 4 <= kActQuantScratchBytes,  // 4: sizeof(float)
+                  "the config leaves kActQuantScratchBytes beside the staging");
     __shared__ float scratch[kMaxWarps];
     extern __shared__ float4 act_quant_staging[];  // kItems > 0: QuantStaging
     wait_for_prior_grids();
