@@ -347,13 +347,25 @@ FUSEKIT_DEVICE float approx_reciprocal(float x) {
 #endif
 }
 
+// The body of a stub kernel (below), which the host never launches: it picks a kernel's copy by
+// the device's warp size, and cluster kernels only where the device has clusters. Were one
+// launched anyway (a device whose wave size is not the one its code was built for), it traps and
+// the launch fails, rather than returning success with its outputs unwritten.
+FUSEKIT_DEVICE void stub_launched() {
+#if FUSEKIT_PLATFORM_CUDA
+  __trap();
+#else
+  __builtin_trap();
+#endif
+}
+
 // Whether device code for warp size kWarp can run on the GPU architecture now being compiled.
 // The host cannot know the architecture, so dispatch_warp instantiates kernels for 32 and 64 on
 // HIP, and each is compiled for every --offload-arch, although a gfx9 (wave64) device never runs
 // the kWarp = 32 copy and a gfx10+ (wave32) device never runs the kWarp = 64 one. A kernel that
-// starts with `if constexpr (!warp_size_compiled<K::kWarp>()) return;` compiles to an empty stub
-// there (the norm kernels do: about half the HIP build time for gfx90a + gfx1030). Always true on
-// CUDA and in host code.
+// starts with `if constexpr (!warp_size_compiled<K::kWarp>()) return stub_launched();` compiles
+// to a stub there (the norm kernels do: about half the HIP build time for gfx90a + gfx1030).
+// Always true on CUDA and in host code.
 template <int kWarp>
 FUSEKIT_HOST_DEVICE constexpr bool warp_size_compiled() {
 #if FUSEKIT_PLATFORM_HIP && defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN_WAVEFRONT_SIZE)
@@ -420,7 +432,8 @@ FUSEKIT_DEVICE void allow_dependent_grids() {
 // Thread-block clusters (CUDA sm_90+): the blocks of a cluster run at once and read each other's
 // shared memory. clusters_compiled() says whether the code being compiled can use them: false on
 // HIP and for CUDA architectures before sm_90 (kernels that need clusters start with
-// `if constexpr (!clusters_compiled()) return;` and are never launched there), true in host code.
+// `if constexpr (!clusters_compiled()) return stub_launched();` and are never launched there),
+// true in host code.
 FUSEKIT_HOST_DEVICE constexpr bool clusters_compiled() {
 #if FUSEKIT_PLATFORM_HIP
   return false;

@@ -445,7 +445,7 @@ template <class K, class Format, int kWarp, int kItems, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThreads))
     act_quant_kernel(ActKernelArgs a) {
   if constexpr (!warp_size_compiled<kWarp>()) {
-    return;
+    return stub_launched();
   } else {
     using T = typename K::T;
     constexpr int G = K::kGroup;
@@ -536,7 +536,7 @@ template <class K, class Format, int kWarp, int kItems>
 __global__ void __launch_bounds__(kActQuantClusterMaxThreads, kActQuantClusterBlocksPerSm)
     act_quant_cluster_kernel(ActKernelArgs a) {
   if constexpr (!warp_size_compiled<kWarp>() || !clusters_compiled()) {
-    return;
+    return stub_launched();
   } else {
     using T = typename K::T;
     constexpr int G = K::kGroup;

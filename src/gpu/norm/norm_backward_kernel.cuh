@@ -68,7 +68,7 @@ template <typename TG, typename TH, typename TW, int kGroup, int kLoad, int kWar
 __global__ void __launch_bounds__(kBackwardMaxBlock)
     norm_backward_rows_kernel(NormBackwardArgs a) {
   if constexpr (!warp_size_compiled<kWarp>()) {
-    return;  // this copy is for the other wavefront size (platform.h)
+    return stub_launched();  // this copy is for the other wavefront size (platform.h)
   } else {
     __shared__ float scratch[2][kBackwardMaxBlock];
     extern __shared__ float slot_sums[];  // slots x ws_row floats when sums_in_smem

@@ -48,7 +48,7 @@ namespace fusekit::gpu {
 template <class K, RowFit kFit>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_cluster_kernel(NormKernelArgs a) {
-  if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return;
+  if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return stub_launched();
   using TX = typename K::TX;
   using TW = typename K::TW;
   using TR = typename K::TR;

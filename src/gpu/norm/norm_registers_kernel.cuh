@@ -201,8 +201,9 @@ __global__ void __launch_bounds__(
                           kPackedRow>::kThreads),
     (RegistersKernelBound<K, kFit, kItems, kThreadsPerRow, kPlain, kSharedRows || kSplitRows,
                           kPackedRow>::kMinBlocks)) norm_registers_kernel(NormKernelArgs a) {
-  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
-  if constexpr (kSplitRows && !clusters_compiled()) return;
+  // HIP: the copy for the other warp size (platform.h)
+  if constexpr (!warp_size_compiled<K::kWarp>()) return stub_launched();
+  if constexpr (kSplitRows && !clusters_compiled()) return stub_launched();
   __shared__ float scratch[2][K::kScratch];
   __shared__ ClusterMailbox gathers[2];  // kSplitRows: one a reduction (at most two a row)
   constexpr bool kFixed = kThreadsPerRow > 0;

@@ -40,7 +40,8 @@ FUSEKIT_DEVICE void reload_source(const NormKernelArgs& a, const typename K::TR*
 // reduced beside the sum: max|y| is that times rstd (output_values, norm_group_io.cuh).
 template <class K>
 __global__ void __launch_bounds__(K::kStagedThreads, 2) norm_staged_kernel(NormKernelArgs a) {
-  if constexpr (!warp_size_compiled<K::kWarp>()) return;  // HIP: other warp size (platform.h)
+  // HIP: the copy for the other warp size (platform.h)
+  if constexpr (!warp_size_compiled<K::kWarp>()) return stub_launched();
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
   constexpr int B = K::kBatch;
