@@ -185,13 +185,30 @@ if(FUSEKIT_GPU_BACKEND STREQUAL "CUDA")
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
 elseif(FUSEKIT_GPU_BACKEND STREQUAL "HIP")
+  set(_fusekit_default_hip_archs OFF)
   if(NOT DEFINED CMAKE_HIP_ARCHITECTURES)
     set(CMAKE_HIP_ARCHITECTURES gfx90a gfx940 gfx1030)
+    set(_fusekit_default_hip_archs ON)
   endif()
   if(FUSEKIT_HIP_AUTODETECT AND NOT _requested STREQUAL "AUTO")
     _fusekit_find_hip_toolchain()
   endif()
   enable_language(HIP)
+  # MI300X / MI300A (gfx942) load no gfx940 code: by default, their code too where the compiler
+  # knows the target (ROCm 5.7 and later; Debian's ROCm 5.2 does not).
+  if(_fusekit_default_hip_archs)
+    set(_probe "${CMAKE_CURRENT_BINARY_DIR}/fusekit_gfx942_probe.hip")
+    # The target alone is asked about: no HIP headers or device libraries (-nogpuinc -nogpulib).
+    file(WRITE "${_probe}" "__attribute__((global)) void fusekit_probe() {}\n")
+    execute_process(
+      COMMAND "${CMAKE_HIP_COMPILER}" -x hip --offload-arch=gfx942 --offload-device-only
+              -nogpuinc -nogpulib -c "${_probe}" -o "${_probe}.o"
+      RESULT_VARIABLE _gfx942_rc OUTPUT_QUIET ERROR_QUIET)
+    if(_gfx942_rc EQUAL 0)
+      list(APPEND CMAKE_HIP_ARCHITECTURES gfx942)
+    endif()
+    message(STATUS "fusekit HIP architectures: ${CMAKE_HIP_ARCHITECTURES}")
+  endif()
   set(CMAKE_HIP_STANDARD 17)
   set(CMAKE_HIP_STANDARD_REQUIRED ON)
   find_package(hip REQUIRED)
