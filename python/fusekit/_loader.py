@@ -127,8 +127,8 @@ def _load() -> LibraryState:
     unknown = sorted(disabled_ops - set(OP_FAMILIES))
     if unknown:
         warnings.warn(f"FUSEKIT_DISABLE_OPS: unknown op families {unknown} (known: "
-                      f"{', '.join(OP_FAMILIES)})", RuntimeWarning, stacklevel=2)
-    state = LibraryState(disabled_ops=disabled_ops)
+                      f"{', '.join(OP_FAMILIES)}), ignored", RuntimeWarning, stacklevel=2)
+    state = LibraryState(disabled_ops=disabled_ops & frozenset(OP_FAMILIES))
     if os.environ.get("FUSEKIT_DISABLE", "") not in ("", "0"):
         state.disabled = True
         state.reason = "FUSEKIT_DISABLE is set"

@@ -111,6 +111,11 @@ def test_missing_library(tmp_path):
     assert all(reason in w for w in out["warnings"])
 
 
+def test_unknown_disabled_op_families_are_ignored_with_a_warning(tmp_path):
+    out = run_probe(tmp_path, FUSEKIT_DISABLE_OPS="rms_norm,rmsnorm")
+    assert out["info"]["disabled_ops"] == ["rms_norm"]
+
+
 def test_library_path_that_does_not_exist(tmp_path):
     """FUSEKIT_LIBRARY is the one place looked at when set: a wrong path is the reason given, not
     passed over for the packaged library."""
