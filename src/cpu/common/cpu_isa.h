@@ -27,6 +27,9 @@
 #endif
 
 #include <atomic>
+#if FUSEKIT_CPU_AVX2_VARIANT
+#include <cpuid.h>
+#endif
 
 namespace fusekit::detail {
 
@@ -56,7 +59,13 @@ inline bool cpu_has_avx2_fma() {
 // conversions (cpu/common/row_convert.cc) take them where it does.
 inline bool cpu_has_f16c() {
 #if FUSEKIT_CPU_AVX2_VARIANT
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 itself: Clang's __builtin_cpu_supports knows no "f16c" (14, at least).
+  // "avx" says the OS saves the AVX registers too, which F16C's instructions use.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+  }();
   return has;
 #else
   return false;
