@@ -119,7 +119,9 @@ Status Workspace::allocate(const FamilySpec& family, uint32_t slots, int64_t m, 
     const int64_t cols = spec.cols_mult * n;
     const int64_t stride = cols + row_pad;
     const int64_t elems = spec.per_row ? m * stride : cols;
-    const Status s = buffers[i].allocate(gpu, static_cast<std::size_t>(elems) * dtype_size(dtype));
+    const int64_t bytes = std::max<int64_t>(elems * static_cast<int64_t>(dtype_size(dtype)),
+                                            m * spec.min_row_bytes);
+    const Status s = buffers[i].allocate(gpu, static_cast<std::size_t>(bytes));
     if (!s.ok()) return s;
     args.t[i] = spec.per_row
                     ? TensorView::strided(buffers[i].data(), dtype, device, {m, cols}, {stride, 1})

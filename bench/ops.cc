@@ -80,7 +80,7 @@ FamilySpec norm_family() {
   // Order must match NormSlot.
   f.slots = {{"x", true, 1},           {"residual", true, 1}, {"out", true, 1},
              {"residual_out", true, 1}, {"weight", false, 1}, {"bias", false, 1},
-             {"scale_storage", true, 1}};
+             {"scale_storage", true, 1, 4}};  // M float32 scales, whatever N
   const uint32_t x = bit(kNormX), r = bit(kNormResidual), o = bit(kNormOut);
   const uint32_t ro = bit(kNormResidualOut), w = bit(kNormWeight), b = bit(kNormBias);
   const uint32_t sc = bit(kNormScale);
@@ -146,7 +146,8 @@ Status call_act(const OpSpec& op, const OpArgs& a, Stream stream) {
 FamilySpec act_family() {
   FamilySpec f;
   f.section = "act_and_mul";
-  f.slots = {{"x", true, 2}, {"out", true, 1}, {"scale_storage", true, 1}};  // order: ActSlot
+  // Order: ActSlot. The scale slot holds M float32 scales, whatever N.
+  f.slots = {{"x", true, 2}, {"out", true, 1}, {"scale_storage", true, 1, 4}};
   const uint32_t x = bit(kActX), o = bit(kActOut), sp = bit(kActSpare);
   for (const char* name : {"silu_and_mul", "gelu_tanh_and_mul", "gelu_and_mul"}) {
     f.ops.push_back(OpSpec{name, name, x | o, x, static_cast<int>(ActBenchOp::kPlain),

@@ -20,11 +20,14 @@ namespace fusekit::bench {
 
 constexpr int kMaxSlots = 8;
 
-// One tensor of a family: [M, cols_mult * N] per row, or [cols_mult * N] when !per_row.
+// One tensor of a family: [M, cols_mult * N] per row, or [cols_mult * N] when !per_row. Its
+// storage holds at least min_row_bytes per row (M of them): what a view of another dtype over it
+// needs, such as the fp8 forms' float32 scales over a slot of N 16-bit elements a row, N = 1.
 struct SlotSpec {
   const char* name;
   bool per_row;
   int cols_mult;
+  int min_row_bytes = 0;
 };
 
 // The tensors of one benchmark case, allocated by the driver from the family's slots. Slots an op

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing fusekit needs on Debian/Ubuntu: a C++17 compiler, CMake >= 3.24,
-# Ninja and GoogleTest. Packages already present are left alone; nothing is installed when
+# Ninja, GoogleTest and valgrind. Packages already present are left alone; nothing is installed when
 # everything is there. The CUDA toolkit (nvcc) or ROCm (hipcc) are optional: without them
 # fusekit builds its CPU backend only.
 #
@@ -17,6 +17,8 @@ command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
 [ -f /usr/include/gtest/gtest.h ] || [ -d /usr/src/googletest ] || need+=(libgtest-dev)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The benchmark's memory check (tests/scripts/bench_memcheck.sh) runs it under valgrind.
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
