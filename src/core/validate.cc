@@ -25,12 +25,6 @@ Status unsupported(const char* op, const char* arg, const std::string& message) 
 
 namespace {
 
-std::string strides_string(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
-  return s + "]";
-}
-
 // Whether the element count and the byte offset just past the farthest element (sizes > 0,
 // strides >= 0) both stay below 2^63.
 bool extent_fits(const TensorView& t) {
@@ -82,7 +76,8 @@ Status flatten_rows(const char* op, const char* arg, const TensorView& t, bool a
   if (!no_rows && n > 0 && !extent_fits(t)) {
     return invalid(op, arg,
                    "expected a tensor whose elements lie within 2^63 bytes but got shape " +
-                       t.shape_string() + " with strides " + strides_string(t));
+                       t.shape_string() + " with strides " +
+                       shape_string(std::vector<int64_t>(t.strides, t.strides + t.ndim)));
   }
   // Flatten the leading dims: walking outwards, every dim of size > 1 must step by exactly the
   // span of the dims inside it, measured in rows of `row_stride`. With runs, the first dim that
