@@ -12,7 +12,8 @@
 #                                     otherwise)
 #
 # Both install missing build dependencies first (scripts/install_deps.sh; for test also torch and
-# pytest from requirements-test.txt, with pip, when python3 lacks them). With nvcc, the CUDA
+# pytest from requirements-test.txt, with pip, into the environment build/venv when python3
+# lacks them: scripts/python_env.sh). With nvcc, the CUDA
 # backend is built for the local GPU, or where there is none, only to check that it compiles
 # (unoptimized PTX for compute_90; that library reports no usable GPU).
 # FUSEKIT_GPU (AUTO, CUDA, HIP, OFF) and CUDA_ARCHS / HIP_ARCHS override the backend and targets;
@@ -29,6 +30,8 @@ if [ "$what" = test ] && [ "${FUSEKIT_PYTHON_TESTS:-1}" != 0 ]; then
 else
   scripts/install_deps.sh
 fi
+# python3 (and cmake) from the project's environment build/venv where install_deps.sh made one
+source scripts/python_env.sh
 
 build_dir=build/release
 args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEKIT_GPU="${FUSEKIT_GPU:-AUTO}")

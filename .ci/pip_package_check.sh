@@ -6,6 +6,8 @@
 # the torch the tests use; installs scikit-build-core with pip where it is missing.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=../scripts/python_env.sh
+source "$repo/scripts/python_env.sh"  # the tests' python3: build/venv's where there is one
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -15,6 +15,7 @@
 # configure arguments).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/python_env.sh  # python3 is build/venv's where ./run.sh test made that environment
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(build test memcheck racecheck bench pytest)
 BUILD_DIR=${BUILD_DIR:-build/gpu}
