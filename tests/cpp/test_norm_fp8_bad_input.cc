@@ -159,6 +159,43 @@ std::vector<BadCase> bad_cases(Backend backend) {
        kInvalid, {"x:", "expected a contiguous last dimension (stride 1) but got stride 2"}},
       {"eps zero", [](O& o) { return rms_norm_quant_fp8_static(o.out_fn.view(), o.x.view(), o.w(), o.s1(), 0.0f, kFN); },
        kInvalid, {"eps:", "expected a finite value > 0 but got 0"}},
+      {"eps negative", [](O& o) {
+         return rms_norm_quant_fp8(o.out_fn.view(), o.s(), o.x.view(), o.w(), -1e-5f, kFN); },
+       kInvalid, {"rms_norm_quant_fp8: eps:", "got -1e-05"}},
+      {"eps NaN", [](O& o) {
+         return fused_add_rms_norm_quant_fp8_static(o.out_fn.view(), o.residual_out.view(),
+                                                    o.x.view(), o.residual.view(), o.w(), o.s1(),
+                                                    std::nanf(""), kFN); },
+       kInvalid, {"fused_add_rms_norm_quant_fp8_static: eps:", "got nan"}},
+      {"weight length", [](O& o) {
+         return rms_norm_quant_fp8(o.out_fn.view(), o.s(), o.x.view(),
+                                   with_shape(o.w(), {kN - 1}, {1}), kEps, kFN); },
+       kInvalid, {"rms_norm_quant_fp8: weight:", "expected shape [64] but got [63]"}},
+      {"weight length, fused add static", [](O& o) {
+         return fused_add_rms_norm_quant_fp8_static(o.out_fn.view(), o.residual_out.view(),
+                                                    o.x.view(), o.residual.view(),
+                                                    with_shape(o.w(), {kN / 2}, {1}), o.s1(),
+                                                    kEps, kFN); },
+       kInvalid, {"weight:", "expected shape [64] but got [32]"}},
+      {"weight on another device", [other](O& o) {
+         return fused_add_rms_norm_quant_fp8(o.out_fn.view(), o.s(), o.residual_out.view(),
+                                             o.x.view(), o.residual.view(),
+                                             with_device(o.w(), other), kEps, kFN); },
+       kInvalid, {"weight:", "expected device " + here + " (x's device) but got " +
+                                 other.to_string()}},
+      {"null x", [](O& o) {
+         return rms_norm_quant_fp8_static(o.out_fn.view(), with_data(o.x.view(), nullptr), o.w(),
+                                          o.s1(), kEps, kFN); },
+       kInvalid, {"x:", "expected a non-null data pointer for shape [4, 64] but got nullptr"}},
+      {"null out", [](O& o) {
+         return rms_norm_quant_fp8(with_data(o.out_fn.view(), nullptr), o.s(), o.x.view(), o.w(),
+                                   kEps, kFN); },
+       kInvalid, {"out:", "non-null"}},
+      {"null residual_out", [](O& o) {
+         return fused_add_rms_norm_quant_fp8(o.out_fn.view(), o.s(),
+                                             with_data(o.residual_out.view(), nullptr),
+                                             o.x.view(), o.residual.view(), o.w(), kEps, kFN); },
+       kInvalid, {"residual_out:", "non-null"}},
       {"weight_offset NaN", [](O& o) { return fused_add_rms_norm_quant_fp8(o.out_fn.view(), o.s(), o.residual_out.view(), o.x.view(), o.residual.view(), o.w(), kEps, kFN, std::nanf("")); },
        kInvalid, {"weight_offset:", "expected a finite value"}},
   };
