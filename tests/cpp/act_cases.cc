@@ -43,6 +43,7 @@ std::string ActCase::name() const {
   if (in_pad || out_pad) s << " pads=" << in_pad << "/" << out_pad;
   if (in_offset || out_offset) s << " offsets=" << in_offset << "/" << out_offset;
   if (rank3_d0) s << " rank3(d0=" << rank3_d0 << ")";
+  if (rank1) s << " rank1";
   return s.str();
 }
 
@@ -85,7 +86,8 @@ namespace {
 bool split(const ActCase& c) { return c.layout != ActLayout::kFused; }
 
 TensorView make_view(void* data, DType dtype, Device device, int64_t rows, int64_t cols,
-                     int64_t stride, int d0) {
+                     int64_t stride, int d0, bool rank1) {
+  if (rank1) return TensorView::contiguous(data, dtype, device, {cols});
   if (d0 > 0) {
     return TensorView::strided(data, dtype, device, {d0, rows / d0, cols},
                                {rows / d0 * stride, stride, 1});
@@ -95,20 +97,23 @@ TensorView make_view(void* data, DType dtype, Device device, int64_t rows, int64
 
 TensorView whole(const ActCase& c, const RowBuffer& b) {
   return make_view(b.data(), b.dtype(), device_of(b.backend()), b.rows(), b.cols(),
-                   b.row_stride(), c.rank3_d0);
+                   b.row_stride(), c.rank3_d0, c.rank1);
 }
 
 // Columns [first, first + n) of every row of b.
 TensorView columns(const ActCase& c, const RowBuffer& b, int64_t first, int64_t n) {
   void* p = static_cast<char*>(b.data()) + first * static_cast<int64_t>(dtype_size(b.dtype()));
   return make_view(p, b.dtype(), device_of(b.backend()), b.rows(), n, b.row_stride(),
-                   c.rank3_d0);
+                   c.rank3_d0, c.rank1);
 }
 
 TensorView scale_view(const ActCase& c, const RowBuffer& s) {
   const Device d = device_of(s.backend());
   const int64_t m = c.rows;
-  if (!c.scale_keepdim) return TensorView::contiguous(s.data(), DType::kFloat32, d, {m});
+  // [M]; with 1-D inputs that is also out's shape with last dimension 1.
+  if (!c.scale_keepdim || c.rank1) {
+    return TensorView::contiguous(s.data(), DType::kFloat32, d, {m});
+  }
   if (c.rank3_d0 > 0) {
     return TensorView::strided(s.data(), DType::kFloat32, d, {c.rank3_d0, m / c.rank3_d0, 1},
                                {m / c.rank3_d0, 1, 1});
@@ -120,13 +125,16 @@ TensorView scale_view(const ActCase& c, const RowBuffer& s) {
 // float32 (activation within a few ulp, ~1e-6 relative at worst through erfc; the GPU's
 // approximate math for 16-bit forward outputs within 1e-5) and round once, so a 16-bit output is
 // within half an ulp of the float32 value: 2^-8 relative for bfloat16 (8 significant bits),
-// 2^-11 for float16 (11 bits), plus 1e-5 for the float32 error; float32 outputs 1e-5. The absolute terms are half the smallest subnormal step of each dtype (float16
-// 2^-25).
+// 2^-11 for float16 (11 bits), plus 1e-5 for the float32 error; float32 outputs 1e-5. The
+// absolute terms: half the smallest subnormal step for float16 (2^-25) and float32 (2^-150);
+// for bfloat16 1e-38, about float32's smallest normal 2^-126, because the GPU's forward kernels
+// with 16-bit outputs take exp and the reciprocal from ex2.approx.ftz / rcp.approx.ftz
+// (gpu/platform.h), which flush results below 2^-126 to zero.
 Tolerance act_tolerance(DType dtype) {
   switch (dtype) {
     case DType::kBFloat16: return {1.0 / 256 + 1e-5, 1e-38};
-    case DType::kFloat16: return {1.0 / 2048 + 1e-5, 1.0 / (1 << 25)};
-    default: return {1e-5, 1e-37};
+    case DType::kFloat16: return {1.0 / 2048 + 1e-5, 0x1p-25};
+    default: return {1e-5, 0x1p-150};
   }
 }
 
@@ -197,13 +205,19 @@ ActRun prepare_act_run(const ActCase& c, Backend backend, const ActFill& fill) {
   run.in.upload();
   run.up.upload();
   run.grad_out.upload();
-
+  run.in_before = run.in.snapshot();
+  run.up_before = run.up.snapshot();
+  run.grad_out_before = run.grad_out.snapshot();
   return run;
 }
 
 // Waits for the call and brings every buffer back to the host.
 void finish_act_run(Backend backend, ActRun* run) {
-  if (backend == Backend::kGPU) (void)gpu_synchronize(0);
+  if (backend == Backend::kGPU) {
+    // A fault of the kernel shows here, not in the launch's status.
+    const Status sync = gpu_synchronize(0);
+    if (run->status.ok() && !sync.ok()) run->status = sync;
+  }
   for (RowBuffer* b : {&run->in, &run->up, &run->grad_out, &run->out, &run->grad_up, &run->scale}) {
     b->download();
   }
@@ -245,7 +259,7 @@ ActRun run_act_case(const ActCase& c, Backend backend, const ActFill& fill) {
 
 ActRun run_act_quant_case_with(const ActCase& c, const ActQuantConfigure& configure) {
   ActRun run = prepare_act_run(c, Backend::kGPU, {});
-  if (c.mode != ActMode::kQuantFp8 || c.rank3_d0 != 0) {
+  if (c.mode != ActMode::kQuantFp8 || c.rank3_d0 != 0 || c.rank1) {
     run.status = Status::invalid_argument("run_act_quant_case_with: a quantized case of rank 2");
     return run;
   }
@@ -293,6 +307,12 @@ ActRun run_act_quant_case_with(const ActCase& c, const ActQuantConfigure& config
     if (!b->padding_untouched()) {
       return ::testing::AssertionFailure() << c.name() << ": a buffer's padding was written";
     }
+  }
+  // The inputs are read-only, and the reference below reads them after the call: an op that
+  // wrote into them would otherwise be checked against what it wrote.
+  if (!run.in.equals_snapshot(run.in_before) || !run.up.equals_snapshot(run.up_before) ||
+      !run.grad_out.equals_snapshot(run.grad_out_before)) {
+    return ::testing::AssertionFailure() << c.name() << ": an input was written";
   }
   const Tolerance tol = act_tolerance(c.dtype);
   int failures = 0;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gpu/act/act_config.h"
 #include "gtest/gtest.h"
@@ -36,6 +37,7 @@ struct ActCase {
   int64_t in_offset = 0;     // base pointers this many elements past an aligned allocation
   int64_t out_offset = 0;
   int rank3_d0 = 0;          // > 0: pass [d0, rows / d0, ...] views
+  bool rank1 = false;        // rows == 1: pass 1-D views
   Fp8Format format = Fp8Format::kE4M3FN;
   float scale_upper_bound = 0.0f;
   bool scale_keepdim = false;  // scale as out's shape with last dim 1, else [M]
@@ -53,6 +55,9 @@ struct ActRun {
   RowBuffer grad_up;   // backward, split layouts
   RowBuffer scale;     // quant: [1, M]
   Status status;
+  // The input buffers' bytes as filled, before the call: check_act_run holds the inputs to them
+  // (the reference is computed from the inputs as they are after the call).
+  std::vector<uint8_t> in_before, up_before, grad_out_before;
 
   double gate(int64_t r, int64_t j) const;
   double up_value(int64_t r, int64_t j) const;

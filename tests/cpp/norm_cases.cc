@@ -38,6 +38,7 @@ std::string NormCase::name() const {
   }
   if (affine_offset) s << " affine-offset=" << affine_offset;
   if (rank3_d0) s << " rank3(d0=" << rank3_d0 << ")";
+  if (rank1) s << " rank1";
   if (x_run_gap || out_run_gap) s << " run-gaps=" << x_run_gap << "/" << out_run_gap;
   if (!has_weight) s << " no-weight";
   if (is_layer(op) && !has_bias) s << " no-bias";
@@ -51,6 +52,7 @@ std::string NormCase::name() const {
 namespace {
 
 TensorView view_of(const NormCase& c, const RowBuffer& b) {
+  if (c.rank1) return b.view_1d();
   return c.rank3_d0 > 0 ? b.view_3d(c.rank3_d0) : b.view();
 }
 

@@ -42,6 +42,7 @@ struct NormCase {
   int64_t x_offset = 0, out_offset = 0, residual_offset = 0;
   int64_t affine_offset = 0;  // weight's and bias's base pointers, likewise
   int rank3_d0 = 0;  // > 0: pass [d0, rows / d0, cols] views
+  bool rank1 = false;  // rows == 1: pass 1-D [cols] views
   // With rank3_d0: x's and out's views' d0 runs of rows lie a further `_run_gap` elements apart
   // than their row stride alone would put them (rows in runs, as per-head views of a fused
   // projection's output; 0: the view flattens into rows of one stride).

@@ -8,7 +8,6 @@
 #include <sstream>
 #include <vector>
 
-#include "core/fp8.h"
 
 namespace fusekit::testing {
 
@@ -32,6 +31,7 @@ std::string NormFp8Case::name() const {
     s << " offsets=" << x_offset << "/" << out_offset << "/" << residual_offset;
   }
   if (rank3_d0) s << " rank3(d0=" << rank3_d0 << ")";
+  if (rank1) s << " rank1";
   if (x_run_gap) s << " run-gap=" << x_run_gap;
   if (weight_offset != 0.0f) s << " offset=" << weight_offset;
   if (scale == Fp8Scale::kDynamic) {
@@ -56,6 +56,7 @@ bool is_add(const NormFp8Case& c) { return c.op == NormFp8Op::kAddRms; }
 bool is_dynamic(const NormFp8Case& c) { return c.scale == Fp8Scale::kDynamic; }
 
 TensorView view_of(const NormFp8Case& c, const RowBuffer& b) {
+  if (c.rank1) return b.view_1d();
   return c.rank3_d0 > 0 ? b.view_3d(c.rank3_d0) : b.view();
 }
 
@@ -66,7 +67,8 @@ TensorView scale_view(const NormFp8Case& c, const RowBuffer& s) {
                           : TensorView::contiguous(s.data(), kF32, d, {1});
   }
   const int64_t m = c.rows;
-  if (!c.scale_keepdim) return TensorView::contiguous(s.data(), kF32, d, {m});
+  // [M]; with a 1-D x that is also out's shape with last dimension 1.
+  if (!c.scale_keepdim || c.rank1) return TensorView::contiguous(s.data(), kF32, d, {m});
   if (c.rank3_d0 > 0) {
     return TensorView::strided(s.data(), kF32, d, {c.rank3_d0, m / c.rank3_d0, 1},
                                {m / c.rank3_d0, 1, 1});
@@ -102,6 +104,37 @@ bool code_is_nan(uint64_t code, Fp8Format format) {
 
 bool same_value_or_both_nan(double a, double b) {
   return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+// float32 -> fp8 by the formats' definition, written without core/fp8.h: the nearest value
+// (decoded from the bit layout with std::ldexp), ties to the even code, saturating at +-max,
+// NaN to the format's NaN, and no -0 in e4m3fnuz (0x80 is its NaN).
+uint8_t reference_fp8(float f, Fp8Format format) {
+  const bool fn = format == Fp8Format::kE4M3FN;
+  if (std::isnan(f)) return fn ? 0x7F : 0x80;
+  // The values of codes 0, 1, ..., largest, which increase with the code.
+  static const auto values_of = [](int bias, int largest) {
+    std::vector<double> v;
+    for (int code = 0; code <= largest; ++code) {
+      const int e = code >> 3, m = code & 7;
+      v.push_back(e == 0 ? std::ldexp(m / 8.0, 1 - bias) : std::ldexp(1.0 + m / 8.0, e - bias));
+    }
+    return v;
+  };
+  static const std::vector<double> fn_values = values_of(7, 0x7E);
+  static const std::vector<double> fnuz_values = values_of(8, 0x7F);
+  const std::vector<double>& values = fn ? fn_values : fnuz_values;
+  const double a = std::fabs(static_cast<double>(f));
+  int best = static_cast<int>(values.size()) - 1;
+  if (a < values.back()) {
+    const int hi = static_cast<int>(std::lower_bound(values.begin(), values.end(), a) -
+                                    values.begin());
+    const int lo = hi > 0 ? hi - 1 : 0;
+    const double du = values[hi] - a, dl = a - values[lo];
+    best = dl < du ? lo : du < dl ? hi : (lo % 2 == 0 ? lo : hi);
+  }
+  if (best == 0 && !fn) return 0;
+  return static_cast<uint8_t>(std::signbit(f) ? (best | 0x80) : best);
 }
 
 }  // namespace
@@ -329,22 +362,32 @@ NormFp8Run run_norm_fp8_case(const NormFp8Case& c, Backend backend, NormFp8Run* 
   if (!s.ok()) return ::testing::AssertionFailure() << c.name() << ": plain op: " << s.to_string();
   y.download();
 
+  // The quantization as include/fusekit/norm.h defines it, in plain float32 IEEE operations
+  // (none of core/fp8.h's, so that a fault shared by the kernels and those helpers shows):
+  // y clamped to float32's range, scale = max|y| / fp8_max capped by the bound and floored at
+  // 1 / (fp8_max * 512) (or the static scale), codes fp8(y * (1 / scale)).
+  const float fp8_max = static_cast<float>(fp8_format_max(c.format));
+  const float flt_max = std::numeric_limits<float>::max();
   std::vector<float> v(static_cast<size_t>(n));
   std::vector<uint8_t> codes(static_cast<size_t>(n));
   for (int64_t row = 0; row < m; ++row) {
+    float max_abs = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float f = static_cast<float>(y.get(row, j));
+      v[j] = std::isnan(f) ? f : std::max(-flt_max, std::min(flt_max, f));
+      max_abs = std::isnan(max_abs) || std::isnan(v[j]) ? NAN : std::max(max_abs, std::fabs(v[j]));
+    }
     float scale = 0.0f;
-    detail::dispatch_fp8_format(c.format, [&](auto tag) {
-      using F = decltype(tag);
-      float max_abs = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        v[j] = detail::saturate_to_float_range(static_cast<float>(y.get(row, j)));
-        max_abs = detail::max_abs_accumulate(max_abs, v[j]);
-      }
-      scale = is_dynamic(c) ? detail::fp8_row_scale<F>(max_abs, c.scale_upper_bound)
-                            : static_cast<float>(in.scale.get(0, 0));
-      const float inverse = detail::fp8_inverse_scale(scale);
-      for (int64_t j = 0; j < n; ++j) codes[j] = detail::fp8_quantize<F>(v[j], inverse);
-    });
+    if (!is_dynamic(c)) {
+      scale = static_cast<float>(in.scale.get(0, 0));
+    } else {
+      scale = max_abs / fp8_max;
+      if (c.scale_upper_bound > 0.0f && scale > c.scale_upper_bound) scale = c.scale_upper_bound;
+      const float floor = 1.0f / (fp8_max * 512.0f);
+      if (scale < floor) scale = floor;
+    }
+    const float inverse = 1.0f / scale;
+    for (int64_t j = 0; j < n; ++j) codes[j] = reference_fp8(v[j] * inverse, c.format);
     for (int64_t j = 0; j < n; ++j) {
       if (run.out.raw(row, j) != codes[j]) {
         return ::testing::AssertionFailure()
@@ -356,6 +399,7 @@ NormFp8Run run_norm_fp8_case(const NormFp8Case& c, Backend backend, NormFp8Run* 
     if (is_dynamic(c)) {
       uint32_t want_bits;
       std::memcpy(&want_bits, &scale, sizeof(want_bits));
+      if (std::isnan(scale)) want_bits = 0x7FC00000u;  // the one NaN a scale is written as
       if (run.scale.raw(0, row) != want_bits) {
         return ::testing::AssertionFailure()
                << c.name() << ": scale[" << row << "] = " << run.scale.get(0, row)

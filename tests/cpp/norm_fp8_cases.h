@@ -6,9 +6,10 @@
 //     and y in float64, scale = max|y| / fp8_max capped and floored, or the static scale): each
 //     decoded code within half an fp8 step of y / scale (plus float32's error in y), saturating
 //     at +-fp8_max; the scale within float32's error of the reference; residual_out exact.
-//   matches_quantized_plain_op: the codes and scales, bit for bit, equal core/fp8.h's quantization
-//     of the float32 output of the plain op (rms_norm / fused_add_rms_norm with a float32 out) on
-//     the same backend. Only for float32 x, weight and residual, where that output is y itself.
+//   matches_quantized_plain_op: the codes and scales, bit for bit, equal the quantization (as
+//     norm.h defines it, in float32, with an fp8 encoder of the test's own) of the float32 output
+//     of the plain op (rms_norm / fused_add_rms_norm with a float32 out) on the same backend.
+//     Only for float32 x, weight and residual, where that output is y itself.
 //   agree_across_backends: GPU against CPU: residual_out bit for bit, codes within one step of each
 //     other with NaN in the same places, dynamic scales within float32's error (the two backends'
 //     row sums and reciprocal square roots differ in order and rounding).
@@ -45,6 +46,7 @@ struct NormFp8Case {
   int64_t x_pad = 0, out_pad = 0, residual_pad = 0, residual_out_pad = 0;
   int64_t x_offset = 0, out_offset = 0, residual_offset = 0;
   int rank3_d0 = 0;                // > 0: pass [d0, rows / d0, cols] views
+  bool rank1 = false;              // rows == 1: pass 1-D [cols] views
   // With rank3_d0: x's view's d0 runs of rows lie a further x_run_gap elements apart than its
   // row stride alone would put them (rows in runs, which the fp8 forms refuse).
   int64_t x_run_gap = 0;

@@ -1,7 +1,8 @@
 // Gated activations against the float64 reference on every backend: each activation, forward,
 // fp8-quantized (both formats) and backward, over dtypes, N in {1, 7, 769, 5125, 14336}, M in
 // {0, 1, 3, 257}, the fused [..., 2N] input, two strided halves of one buffer and two separate
-// buffers (fp8 also 160 rows of 14336-40003), padded rows, unaligned bases and rank-3 views.
+// buffers (fp8 also 160 rows of 14336-40003), padded rows, unaligned bases, rank-3 and 1-D
+// views.
 // Outputs start poisoned with NaN. On the GPU every output (fp8 codes and scales included) must
 // also equal the CPU backend's bit for bit.
 // Then the overflow cases: the largest finite inputs give the right values and never NaN, and
@@ -73,6 +74,22 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
       cases.push_back(c);
     }
   }
+  // 1-D inputs (rank 1: one row), each layout, unaligned, the scale as out's shape with last
+  // dimension 1 (which for 1-D is [1]).
+  for (ActLayout layout : {ActLayout::kFused, ActLayout::kSplitHalves, ActLayout::kSplitSeparate}) {
+    if (mode == ActMode::kBackward && layout == ActLayout::kSplitHalves) continue;
+    ActCase c;
+    c.act = act;
+    c.mode = mode;
+    c.layout = layout;
+    c.rows = 1;
+    c.rank1 = true;
+    c.cols = 769;
+    c.in_offset = 1;
+    c.scale_keepdim = true;
+    c.seed = seed++;
+    cases.push_back(c);
+  }
   {
     ActCase c;  // many short rows: a warp's threads span several rows
     c.act = act;
@@ -142,7 +159,10 @@ TEST_P(ActValues, LargestFiniteInputsAndNaN) {
                                : static_cast<double>(std::numeric_limits<float>::max());
     const std::vector<double> gates = {largest, -largest, largest / 2, -largest / 3, 1e13, -1e13,
                                        88.7,    -88.7,    104.0,       -104.0,       10.6, -10.6,
-                                       7.0,     -7.0,     0.0,         -0.0,         1e-30, -1e-30};
+                                       7.0,     -7.0,     0.0,         -0.0,         1e-30, -1e-30,
+                                       // act(g) far below float32's normals, above its
+                                       // subnormals' resolution: no absolute slack hides it.
+                                       -95.0};
     for (int variant = 0; variant < 4; ++variant) {
       if (variant == 3 && mode != ActMode::kBackward) continue;
       ActCase c;

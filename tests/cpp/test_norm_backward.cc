@@ -146,6 +146,10 @@ TEST_P(NormBackward, DeterministicAndBatchInvariant) {
     SCOPED_TRACE(batch.name());
     const BackwardRun first = run_backward_case(batch, backend());
     ASSERT_TRUE(first.status.ok()) << first.status.to_string();
+    // Finite inputs: a NaN left is unwritten poison, which the bit comparisons would accept.
+    ASSERT_TRUE(first.grad_x.rows_hold_no_nan());
+    ASSERT_TRUE(first.grad_weight.rows_hold_no_nan());
+    ASSERT_TRUE(first.grad_bias.rows_hold_no_nan());
     const BackwardRun second = run_backward_case(batch, backend());
     EXPECT_EQ(output_bits(first, 0, batch.rows), output_bits(second, 0, batch.rows));
     EXPECT_EQ(param_bits(first), param_bits(second));

@@ -1,7 +1,8 @@
 // RMSNorm with an fp8 output (rms_norm_quant_fp8[_static], fused_add_rms_norm_quant_fp8[_static])
 // on every backend present: against the float64 reference over every dtype combination, both
 // formats, static and dynamic scales, N in {1, 7, 769, 5125, 14336} (the GPU also 32768, 40003),
-// M in {0, 1, 3, 257}, strided rows, unaligned bases, rank-3 views, the residual updated in
+// M in {0, 1, 3, 257}, N = 40003 and 262144 on every backend, strided rows, unaligned bases,
+// rank-3 and 1-D views, the residual updated in
 // place, both scale shapes; bit for bit against the quantization of the plain op's float32
 // output; and the edge cases: a scale upper bound that binds, a static scale small enough to
 // saturate, NaN rows, all-zero rows, y beyond float32's range. Outputs start poisoned with NaN. On the GPU every case is also compared
@@ -140,7 +141,7 @@ TEST_P(NormFp8Values, Options) {
   }
 }
 
-// For float32 tensors the plain op's output is y itself: quantizing it with core/fp8.h must give
+// For float32 tensors the plain op's output is y itself: quantizing it by the definition must give
 // the fp8 op's codes and scales bit for bit, on each backend. On the GPU only up to N = 8192,
 // where float32 rows take the registers path, whose summation order does not depend on the launch
 // shape (longer rows may be split differently by the plain and the fp8 kernels).
@@ -165,6 +166,24 @@ TEST_P(NormFp8Values, QuantizesThePlainOpsOutputExactly) {
           const NormFp8Run run = run_norm_fp8_case(c, backend(), &before);
           EXPECT_TRUE(matches_quantized_plain_op(c, backend(), before, run));
         }
+      }
+    }
+  }
+}
+
+// Long rows on every backend (DtypesSizesAndBatches takes rows past 16384 on the GPU alone): up
+// to N = 262144, the longest the norms promise, on the CPU too; each x dtype, both formats.
+TEST_P(NormFp8Values, LongRows) {
+  uint32_t seed = 5000;
+  for (NormFp8Case c : dtype_combinations()) {
+    if (c.weight_dtype != c.x_dtype || c.residual_dtype != c.x_dtype) continue;
+    for (int64_t n : {40003, 262144}) {
+      for (int64_t m : {1, 3}) {
+        c.format = kFormats[seed % 2];
+        c.rows = m;
+        c.cols = n;
+        c.seed = seed++;
+        expect_case(c);
       }
     }
   }

@@ -85,6 +85,13 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
       NormRun inputs;
       const NormRun first = run_norm_case(batch, backend, &inputs);
       ASSERT_TRUE(first.status.ok()) << first.status.to_string();
+      // The inputs are finite, so any NaN left is unwritten poison: without this, a batch and a
+      // lone row that both wrote nothing would compare equal.
+      ASSERT_TRUE((is_in_place(op) ? first.x : first.out).rows_hold_no_nan());
+      if (is_add(op)) {
+        ASSERT_TRUE((is_in_place(op) ? first.residual : first.residual_out).rows_hold_no_nan());
+      }
+      ASSERT_TRUE(first.rstd.rows_hold_no_nan());
       if (repeat_runs_compared()) {
         const NormRun second = run_norm_case(batch, backend);
         for (int64_t r = 0; r < batch.rows; ++r) {

@@ -228,4 +228,13 @@ bool RowBuffer::padding_untouched() const {
   return true;
 }
 
+bool RowBuffer::rows_hold_no_nan() const {
+  for (int64_t r = 0; r < rows_; ++r) {
+    for (int64_t c = 0; c < cols_; ++c) {
+      if (std::isnan(get(r, c))) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace fusekit::testing

@@ -94,6 +94,9 @@ class RowBuffer {
 
   // Whether the storage outside the rows still holds the poison.
   bool padding_untouched() const;
+  // Whether every element of the rows decodes to a number: an output the op never wrote still
+  // holds the NaN poison, which bit-for-bit comparisons of two runs would find equal.
+  bool rows_hold_no_nan() const;
   // Whether all of the storage equals that of `snapshot` bytes.
   std::vector<uint8_t> snapshot() const { return host_; }
   bool equals_snapshot(const std::vector<uint8_t>& s) const { return host_ == s; }
@@ -115,10 +118,10 @@ class RowBuffer {
 };
 
 // The memory layouts the norm families' cases (x, out, residual, residual_out with `_pad` and
-// `_offset` fields, rows, rank3_d0) are checked over, each passed to `check` as a copy of `c`:
-// padded rows, each tensor with its own stride (odd pads force narrow accesses); base pointers
-// one or three elements past 16-byte alignment with aligned strides; and a rank-3 [3, 3, N] view
-// over padded rows.
+// `_offset` fields, rows, rank3_d0, rank1) are checked over, each passed to `check` as a copy of
+// `c`: padded rows, each tensor with its own stride (odd pads force narrow accesses); base
+// pointers one or three elements past 16-byte alignment with aligned strides; a rank-3
+// [3, 3, N] view over padded rows; and a 1-D [N] view (rank 1: one row), unaligned.
 template <class Case, class Check>
 void for_each_row_layout(const Case& c, Check check) {
   Case padded = c;
@@ -141,6 +144,13 @@ void for_each_row_layout(const Case& c, Check check) {
   rank3.out_pad = 8;
   rank3.residual_pad = 24;
   check(rank3);
+  Case rank1 = c;
+  rank1.rows = 1;
+  rank1.rank1 = true;
+  rank1.x_offset = 1;
+  rank1.out_offset = 3;
+  rank1.residual_offset = 1;
+  check(rank1);
 }
 
 }  // namespace fusekit::testing
