@@ -6,6 +6,7 @@
 // --cpu, std::chrono times of the CPU backend, said so in the output), then the table and the
 // JSON (report.h). GPU timing itself is behind gpu_timer.h, the ops behind the table in ops.h.
 // Exit codes: 0 ok, 1 a call or the runtime failed, 2 bad usage or shapes file.
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,8 @@ struct Options {
   RunOptions run;
   bool cpu = false;
   bool max_bytes_given = false;
+  bool runs_given = false;   // GPU-only options, noted as ignored on a CPU run
+  bool flush_given = false;
   std::string json_path;
   std::string commit;
 };
@@ -46,7 +49,7 @@ const char kUsage[] =
     "  --max-bytes BYTES  skip cases moving more per call (K/M/G suffixes; CPU default 64M)\n"
     "  --row-pad P        per-row tensors as strided views, rows P elements beyond their width\n"
     "                     apart (default 0: contiguous; P off the 16-byte group: unaligned rows)\n"
-    "  --runs N           GPU: at least N cold-L2 runs per case (default 50)\n"
+    "  --runs N           GPU: at least N cold-L2 runs per case (default 50, at most 500)\n"
     "  --flush read|write GPU: empty the L2 before cold runs by reading (default; leaves clean\n"
     "                     lines) or by a memset (triton do_bench; leaves dirty lines)\n"
     "  --sweep            GPU: also time alternative launch configurations\n"
@@ -80,6 +83,16 @@ bool parse_size(const std::string& s, int64_t* v) {  // "4096", "64M", "4G"
   return true;
 }
 
+// A whole number in [lo, hi], all of `s` (atoi would take "5x" as 5 and overflow silently).
+bool parse_int(const std::string& s, int lo, int hi, int* v) {
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) return false;
+  *v = static_cast<int>(x);
+  return true;
+}
+
 // Returns -1 to go on, else the exit code.
 int parse_args(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
@@ -103,7 +116,7 @@ int parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--sweep-only") {
       ok = next(&o->run.sweep_only) && !o->run.sweep_only.empty();
     } else if (a == "--shapes") {
-      ok = next(&o->plan.path);
+      ok = next(&o->plan.path) && !o->plan.path.empty();
     } else if (a == "--ops") {
       ok = next(&v) && !(o->plan.ops = split(v)).empty();
     } else if (a == "--M" || a == "--N") {
@@ -127,12 +140,15 @@ int parse_args(int argc, char** argv, Options* o) {
     } else if (a == "--flush") {
       ok = next(&v) && (v == "read" || v == "write");
       o->run.flush = v == "write" ? FlushMode::kWrite : FlushMode::kRead;
+      o->flush_given = true;
     } else if (a == "--row-pad") {
       ok = next(&v) && parse_size(v, &o->plan.row_pad);
     } else if (a == "--runs") {
-      ok = next(&v) && (o->run.gpu_runs = std::atoi(v.c_str())) > 0;
+      // More than the timer keeps would be clamped, so "at least N" would not hold.
+      ok = next(&v) && parse_int(v, 1, kMaxColdRuns, &o->run.gpu_runs);
+      o->runs_given = true;
     } else if (a == "--json") {
-      ok = next(&o->json_path);
+      ok = next(&o->json_path) && !o->json_path.empty();
     } else if (a == "--commit") {
       ok = next(&o->commit);
     } else {
@@ -186,6 +202,15 @@ int bench_main(int argc, char** argv) {
   }
   if (!gpu && o.run.size_copy) {
     std::fprintf(stderr, "note: --size-copy applies to GPU runs only; ignored\n");
+  }
+  if (!o.run.sweep && !o.run.sweep_only.empty()) {
+    std::fprintf(stderr, "note: --sweep-only applies with --sweep only; ignored\n");
+  }
+  if (!gpu && o.runs_given) {
+    std::fprintf(stderr, "note: --runs applies to GPU runs only; ignored\n");
+  }
+  if (!gpu && o.flush_given) {
+    std::fprintf(stderr, "note: --flush applies to GPU runs only; ignored\n");
   }
 
   Plan plan;

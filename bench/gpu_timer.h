@@ -41,6 +41,9 @@ struct GpuFacts {
 enum class FlushMode { kRead, kWrite };
 const char* flush_mode_name(FlushMode mode);
 
+// The most timed runs of one cold or graph measurement (event pairs kept); --runs is capped here.
+constexpr int kMaxColdRuns = 500;
+
 struct ColdTiming {
   double median_us = 0;
   int runs = 0;

@@ -268,13 +268,49 @@ class JsonWriter {
   }
   void quote(const std::string& s) {
     out_ += '"';
-    for (const unsigned char c : s) {
+    for (std::size_t i = 0; i < s.size();) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x80) {
+        // JSON text is UTF-8: a byte that starts no valid sequence (a path or device name in
+        // another encoding) would make the whole file unreadable, so it becomes U+FFFD.
+        const std::size_t len = utf8_length(s, i);
+        if (len == 0) { out_ += "\\ufffd"; ++i; }
+        else { out_.append(s, i, len); i += len; }
+        continue;
+      }
       if (c == '"' || c == '\\') { out_ += '\\'; out_ += static_cast<char>(c); }
       else if (c == '\n') out_ += "\\n";
       else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); out_ += b; }
       else out_ += static_cast<char>(c);
+      ++i;
     }
     out_ += '"';
+  }
+  // The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no
+  // surrogates, nothing past U+10FFFF), or 0.
+  static std::size_t utf8_length(const std::string& s, std::size_t i) {
+    const auto at = [&](std::size_t k) {
+      return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u;
+    };
+    const unsigned c = at(i);
+    std::size_t len = 0;
+    unsigned lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return 0;
+    }
+    if (at(i + 1) < lo || at(i + 1) > hi) return 0;
+    for (std::size_t k = 2; k < len; ++k)
+      if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
+    return len;
   }
 
   std::string out_;

@@ -1,7 +1,8 @@
 // The norm family's GPU hooks (see norm_sweep.h), for builds with a GPU backend.
 //
 // The sweep bypasses the public API on purpose: it builds the detail::NormProblem that the public
-// entry would build for the same tensors (contiguous rows, stride N) and launches it through
+// entry would build for the same tensors (their row strides: N, or N + the pad of --row-pad; the
+// fp8 codes a contiguous view) and launches it through
 // gpu::run_norm_gpu_with with an explicit NormConfig and PDL setting, so each alternative differs
 // from the library's own choice in exactly one launch decision.
 #include <algorithm>
@@ -46,16 +47,25 @@ NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
   p.rows = a.m;
   p.cols = a.n;
   p.x_dtype = p.weight_dtype = p.residual_dtype = a.dtype;
-  p.x = a.t[kNormX].data;
-  p.x_stride = a.n;
-  p.out = in_place ? a.t[kNormX].data : a.t[kNormOut].data;
-  p.out_stride = a.n;
+  // The row strides of the views the op itself was called on (padded with --row-pad), so that
+  // the config described and the variants timed are those of the same call.
+  const TensorView& x = a.t[kNormX];
+  p.x = x.data;
+  p.x_stride = x.stride(0);
+  if (in_place) {
+    p.out = x.data;
+    p.out_stride = x.stride(0);
+  } else {
+    p.out = a.t[kNormOut].data;
+    p.out_stride = fp8 ? a.n : a.t[kNormOut].stride(0);  // call_norm's fp8 view is contiguous
+  }
   if (p.add_residual) {
-    p.residual = a.t[kNormResidual].data;
-    p.residual_stride = a.n;
-    p.residual_out =
-        in_place || fp8 ? a.t[kNormResidual].data : a.t[kNormResidualOut].data;
-    p.residual_out_stride = a.n;
+    const TensorView& res = a.t[kNormResidual];
+    const TensorView& res_out = in_place || fp8 ? res : a.t[kNormResidualOut];
+    p.residual = res.data;
+    p.residual_stride = res.stride(0);
+    p.residual_out = res_out.data;
+    p.residual_out_stride = res_out.stride(0);
   }
   if (fp8) {
     p.out_fp8 = true;

@@ -34,6 +34,14 @@ void print_aligned(std::FILE* out, const std::vector<std::vector<std::string>>& 
   }
 }
 
+// A sweep variant's GB/s and % of copy bandwidth, from its cold time, as a row's are.
+double sweep_gbps(const Row& r, const SweepResult& s) {
+  return static_cast<double>(r.bytes) / (s.us * 1e3);
+}
+double sweep_pct_copy(const Env& env, const Row& r, const SweepResult& s) {
+  return 100.0 * sweep_gbps(r, s) / env.copy_gbps;
+}
+
 void number_or_null(JsonWriter& w, const char* key, double v) {
   w.key(key);
   if (std::isfinite(v)) w.value(v);
@@ -93,7 +101,7 @@ void print_sweeps(std::FILE* out, const Env& env, const std::vector<Row>& rows) 
                  r.dtype.c_str());
     std::vector<std::vector<std::string>> cells = {{"variant", "us", "graph_us", "% copy"}};
     for (const SweepResult& s : r.sweep) {
-      const double pct = 100.0 * (static_cast<double>(r.bytes) / (s.us * 1e3)) / env.copy_gbps;
+      const double pct = sweep_pct_copy(env, r, s);
       cells.push_back({s.label, fmt(s.us, "%.2f"), fmt(s.graph_us, "%.2f"), fmt(pct, "%.1f%%")});
     }
     print_aligned(out, cells, {true, false, false, false});
@@ -148,6 +156,9 @@ Status write_json(const std::string& path, const Env& env, const std::vector<Row
         w.key("variant").value(s.label);
         number_or_null(w, "us", s.us);
         number_or_null(w, "graph_us", s.graph_us);
+        // The sweep table's "% copy" column (and the GB/s it comes from).
+        number_or_null(w, "GBps", sweep_gbps(r, s));
+        number_or_null(w, "pct_copy", sweep_pct_copy(env, r, s));
         w.end_object();
       }
       w.end_array();

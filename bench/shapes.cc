@@ -164,6 +164,15 @@ Status make_plan(const PlanOptions& o, Plan* plan) {
       if (!selected) continue;
       for (const int64_t n : ns) {
         for (const int64_t m : ms) {
+          // The op's bytes and each slot's allocation are int64 products of M, N and the row
+          // pad; past 2^62 (in double, which cannot wrap) they would wrap around instead.
+          const double elem = static_cast<double>(dtype_size(dtype));
+          const double widest = static_cast<double>(m) * (2.0 * n + o.row_pad) * elem;
+          if (8 * widest + 8 * static_cast<double>(n) * elem > 4.0e18) {
+            return Status::invalid_argument(
+                std::string(op.name) + " M=" + std::to_string(m) + " N=" + std::to_string(n) +
+                ": more bytes per call than a 64-bit count holds");
+          }
           Case c{family, &op, m, n, dtype, op.bytes(m, n, static_cast<int64_t>(dtype_size(dtype))),
                  fp8_format};
           std::string reason;

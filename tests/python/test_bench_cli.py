@@ -443,11 +443,98 @@ def test_seed_loading(tmp_path, monkeypatch):
     (("--family", "no_such_family"), "no_such_family"),
     (("--family", "norm", "--ops", "silu_and_mul"), "not in the families"),
     (("--rounds", "0"), "--rounds"),
+    # float("inf") parses; int() of it raised OverflowError, a traceback and exit 1.
+    (("--max-bytes", "inf"), "--max-bytes"),
+    # An empty list fell back to the shapes file's (or every implementation): accepted, ignored.
+    (("--M", ""), "--M"),
+    (("--N", ","), "--N"),
+    (("--impls", ""), "--impls"),
+    (("--ops", ""), "--ops"),
+    (("--family", ""), "--family"),
 ])
 def test_bad_arguments_exit_2(tmp_path, args, message):
     proc, out_json, _ = run_bench(tmp_path, *args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not out_json.exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[1, 2]", "expected a JSON object"),
+    ('{"norm": []}', "norm"),
+    ('{"norm": {"ops": ["rms_norm"], "M": ["1"], "N": [8]}}', "norm.M"),
+    ('{"norm": {"ops": ["rms_norm"], "M": [1.5], "N": [8]}}', "norm.M"),
+    ('{"norm": {"ops": ["rms_norm"], "M": [1], "N": [true]}}', "norm.N"),
+    ('{"norm": {"ops": "rms_norm", "M": [1], "N": [8]}}', "norm.ops"),
+    ('{"norm": {"ops": ["rms_norm"], "M": [1], "N": [8], "skip_if_bytes_over": "1G"}}',
+     "skip_if_bytes_over"),
+])
+def test_bad_shapes_file_exits_2(tmp_path, content, message):
+    """A shapes file the benchmark cannot use is bad usage, named, as fusekit_bench says it:
+    not a traceback from deep in the run (exit 1) or a run of float or string shapes."""
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(content, encoding="utf-8")
+    proc, out_json, _ = run_bench(tmp_path, "--shapes", str(shapes), "--device", "cpu",
+                                  "--impls", "fusekit", "--no-progress")
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert not out_json.exists()
+
+
+def test_json_writes_no_nan_or_infinity(tmp_path):
+    """JSON has no NaN or Infinity: json.dump writes them as bare tokens, which strict readers
+    (and the C++ benchmark's reader) reject. A difference against eager of an output that
+    overflowed, say, is NaN; such numbers are written as null."""
+    from fusekit.bench import report
+
+    row = {"op": "rms_norm", "family": "norm", "M": 1, "N": 8, "dtype": "float16", "bytes": 48,
+           "results": {"fusekit": {"time_us": 1.0, "method": "host",
+                                   "max_abs_diff_vs_eager": float("nan"),
+                                   "rounds_us": [1.0, float("inf")]}}}
+    path = tmp_path / "out.json"
+    report.write_json(str(path), {"device": "cpu"}, float("inf"), [row], [])
+
+    def no_constant(name):
+        raise ValueError(f"bare {name} token in the JSON")
+
+    doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=no_constant)
+    result = doc["rows"][0]["results"]["fusekit"]
+    assert result["max_abs_diff_vs_eager"] is None and result["rounds_us"] == [1.0, None]
+    assert doc["copy_GBps"] is None
+    # The caller's rows as they were: only the document is cleaned.
+    assert row["results"]["fusekit"]["rounds_us"][1] == float("inf")
+
+
+@pytest.mark.parametrize("op, got_dtype", [("rms_norm", torch.float32),
+                                           ("silu_and_mul", torch.bfloat16)])
+def test_compare_rejects_outputs_of_another_dtype(op, got_dtype):
+    """An implementation whose outputs differ in dtype from eager's does other work than the one
+    timed against it (the seed kernels write bfloat16 whatever x's dtype: half the bytes of a
+    float32 output), so its measurement must not stand beside the others as the same op."""
+    from fusekit.bench import baselines
+
+    spec = baselines.OPS[op]
+    dtype = torch.float32 if got_dtype == torch.bfloat16 else torch.bfloat16
+    args = spec.make_args(4, 8, dtype, "cpu")
+    want = spec.reference(spec.eager(*args), 4)
+    got = tuple(t.to(got_dtype) for t in baselines._outputs(spec.eager(*args)))
+    with pytest.raises(ValueError, match="dtype"):
+        spec.compare(got if len(got) > 1 else got[0], want)
+    assert spec.compare(spec.eager(*args), want)["max_abs_diff_vs_eager"] == 0
+
+
+def test_rounds_of_mixed_methods_report_the_cold_time():
+    """With --rounds, a graph that captured in some rounds and not in another must not give a
+    median of graph and cold times together under the first round's method."""
+    from fusekit.bench import cli
+
+    rounds = [{"cold_us": 10.0, "graph_us": 2.0, "time_us": 2.0, "method": "graph"},
+              {"cold_us": 11.0, "time_us": 11.0, "method": "cold", "graph_error": "E"},
+              {"cold_us": 12.0, "graph_us": 3.0, "time_us": 3.0, "method": "graph"}]
+    result = cli._combine(rounds)
+    assert (result["method"], result["time_us"], result["cold_us"]) == ("cold", 11.0, 11.0)
+    assert "graph_us" not in result and result["rounds_us"] == [2.0, 11.0, 3.0]
+    same = cli._combine([rounds[0], rounds[2]])
+    assert (same["method"], same["time_us"], same["graph_us"]) == ("graph", 2.5, 2.5)
 
 
 def test_packaged_shapes_match_the_repository():

@@ -52,4 +52,29 @@ for bad in -1 x 1.5; do
   status=$?
   [ "$status" = 2 ] || fail "--row-pad $bad: exit $status, not 2"
 done
+# On a GPU: the launch configuration reported (and the --sweep variants timed) must be those of
+# the padded views the op runs on, not of contiguous rows: rows 5 bf16 elements (10 bytes) beyond
+# N = 64 apart are off the 16-byte group, so the kernels cannot load whole groups ("vec=any"),
+# while a pad of 8 keeps rows aligned (vec=8).
+"$bench" --ops rms_norm --M 1 --N 8 --runs 5 --json "$work/mode.json" > /dev/null 2>&1 ||
+  fail "GPU probe: exit $?"
+mode=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['env']['mode'])" \
+  "$work/mode.json")
+if [ "$mode" = gpu ]; then
+  for pad in 5 8; do
+    "$bench" --ops rms_norm,fused_add_rms_norm_oop --M 3 --N 64 --row-pad "$pad" --runs 5 \
+      --sweep --json "$work/gpu.json" > /dev/null 2> "$work/err.txt" ||
+      fail "GPU --row-pad $pad: exit $? ($(tail -3 "$work/err.txt"))"
+    python3 - "$work/gpu.json" "$pad" <<'PY' || fail "GPU --row-pad $pad: the launch reported"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+want = "vec=any" if sys.argv[2] == "5" else "vec=8"
+for r in doc["rows"]:
+    assert r["config"].endswith(want), (r["op"], r["config"], want)
+    starred = [v["variant"] for v in r["sweep"] if v["variant"].endswith(" *")]
+    assert starred and starred[0].split(" pdl=")[0] == r["config"].split(" vec=")[0], r
+PY
+  done
+  echo "GPU: the padded views' launch configurations checked"
+fi
 echo "bench_row_pad_check: OK"

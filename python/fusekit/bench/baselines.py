@@ -142,6 +142,18 @@ def _itemsize(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
+def _check_outputs(got: tuple, want: tuple) -> None:
+    """Raises unless `got` has eager's outputs in eager's dtypes: an implementation writing fewer
+    outputs, or narrower ones (the seed kernels store bfloat16 whatever x's dtype), does less
+    work than the bytes its row is credited with."""
+    if len(got) != len(want):
+        raise ValueError(f"expected {len(want)} outputs but got {len(got)}")
+    for i, (g, w) in enumerate(zip(got, want)):
+        if not isinstance(g, torch.Tensor) or g.dtype != w.dtype:
+            what = g.dtype if isinstance(g, torch.Tensor) else type(g).__name__
+            raise ValueError(f"output {i}: expected dtype {w.dtype} (eager's) but got {what}")
+
+
 def compare_fp8(got, want: tuple, max_steps: float = 2.0, scale_rtol: float = 1e-3) -> dict:
     """How fp8 codes and per-row scales (got: (codes, scale)) differ from eager's: the decoded
     values (codes * scale) are compared, and each code is measured in steps of the e4m3fn grid at
@@ -150,6 +162,7 @@ def compare_fp8(got, want: tuple, max_steps: float = 2.0, scale_rtol: float = 1e
     apart can round to the next code. The second: PyTorch's gelu(approximate="tanh") computes
     1 + tanh(z), which cancels for gates below about -3, so eager's own value is a few percent off
     there and can land a code further away."""
+    _check_outputs(_outputs(got), want)
     q, scale = _outputs(got)
     q_want, scale_want = want
     rows = q_want.shape[0]
@@ -218,8 +231,7 @@ class OpSpec(abc.ABC):
         """Fields of a result saying how an implementation's output differs from eager's
         reference (its first rows): the largest |difference|, in float32."""
         got = _outputs(got)
-        if len(got) != len(want):
-            raise ValueError(f"expected {len(want)} outputs but got {len(got)}")
+        _check_outputs(got, want)
         diff = max((g[:w.shape[0]].float() - w.float()).abs().max().item()
                    for g, w in zip(got, want))
         return {"max_abs_diff_vs_eager": diff}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import numbers
 import os
 import statistics
 import sys
@@ -37,10 +39,12 @@ DEFAULT_SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shape
 
 def _ints(text: str) -> list:
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers but got {text!r}") from None
+        values = []
+    if not values:  # an empty list would fall back to the shapes file's: the option ignored
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers but got {text!r}")
+    return values
 
 
 def _size(text: str) -> int:
@@ -50,14 +54,38 @@ def _size(text: str) -> int:
         value = float(text[:-1] if scale > 1 else text) * scale
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not (value >= 0 and math.isfinite(value)):  # int(inf) raises OverflowError
         raise argparse.ArgumentTypeError(f"expected a size such as 4096, 64M or 4G but got "
                                          f"{text!r}")
     return int(value)
 
 
 def _names(text: str) -> list:
-    return [v.strip() for v in text.split(",") if v.strip()]
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    if not names:  # an empty list would mean the default: the option ignored
+        raise argparse.ArgumentTypeError(f"expected comma-separated names but got {text!r}")
+    return names
+
+
+def _check_section(ap, path: str, family: str, section) -> None:
+    """Usage errors (exit 2) for a section the benchmark cannot use, as fusekit_bench gives
+    them, instead of a traceback from deep in the run or shapes of floats and strings."""
+    where = f"--shapes: {path}: {family}"
+    if not isinstance(section, dict):
+        ap.error(f"{where}: expected an object with ops, M and N")
+    ops = section.get("ops", [])
+    if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
+        ap.error(f"{where}.ops: expected a list of op names but got {ops!r}")
+    for key in ("M", "N"):
+        values = section.get(key, [])
+        if not isinstance(values, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
+            ap.error(f"{where}.{key}: expected a list of positive integers but got {values!r}")
+    limit = section.get("skip_if_bytes_over", 0)
+    if (isinstance(limit, bool) or not isinstance(limit, numbers.Real)
+            or not limit >= 0):
+        ap.error(f"{where}.skip_if_bytes_over: expected a non-negative number but got "
+                 f"{limit!r}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -140,6 +168,9 @@ def _plan(args, ap) -> list:
             shapes = json.load(f)
     except (OSError, ValueError) as error:
         ap.error(f"--shapes: cannot read {args.shapes}: {error}")
+    if not isinstance(shapes, dict):
+        ap.error(f"--shapes: {args.shapes}: expected a JSON object (a section per op family) "
+                 f"but got {type(shapes).__name__}")
     if not any(isinstance(shapes.get(f), dict) for f in baselines.FAMILIES) and "M" in shapes:
         shapes = {"norm": shapes}  # a file of one section, the norms' (the first format)
     families = _families(args, ap, shapes)
@@ -159,6 +190,8 @@ def _plan(args, ap) -> list:
     plan = []
     for family in families:
         section = shapes.get(family)
+        if section is not None:
+            _check_section(ap, args.shapes, family, section)
         section = section if isinstance(section, dict) else {}
         if args.ops:
             specs = [baselines.OPS[op] for op in args.ops if baselines.OPS[op].family == family]
@@ -200,6 +233,14 @@ def _combine(rounds: list) -> dict:
         values = [r[key] for r in rounds if key in r]
         if len(values) == len(rounds):
             result[key] = statistics.median(values)
+        else:
+            result.pop(key, None)  # not a median of every round
+    if len({r["method"] for r in rounds}) > 1:
+        # A graph that failed to capture in some rounds: time_us would be the median of graph
+        # and cold times together, labelled as rounds[0]'s method. Report the cold time, which
+        # every round has.
+        result.update(time_us=result["cold_us"], method="cold",
+                      graph_error=next(r["graph_error"] for r in rounds if "graph_error" in r))
     if len(rounds) > 1:
         result["rounds_us"] = [r["time_us"] for r in rounds]
     return result

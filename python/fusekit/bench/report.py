@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -111,11 +112,23 @@ def environment(device: str, timing_note: str, options: dict) -> dict:
     }
 
 
+def _finite(value):
+    """`value` with every NaN and infinity (which JSON cannot hold) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def write_json(path: str, env: dict, copy_gbps: float, rows: list, skipped: list) -> None:
     document = {"schema": SCHEMA, "env": env, "copy_GBps": copy_gbps, "rows": rows,
                 "skipped": skipped}
+    # json.dump would write NaN and Infinity as bare tokens, which strict readers reject: null.
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=1)
+        json.dump(_finite(document), f, indent=1, allow_nan=False)
         f.write("\n")
 
 
