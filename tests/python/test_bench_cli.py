@@ -201,10 +201,17 @@ def test_cpu_runs_skip_calls_past_64_mib_unless_told(tmp_path):
     assert doc["skipped"] == [{"op": "rms_norm", "family": "norm", "M": 8193, "N": 4096,
                                "reason": "max_bytes", "limit": 64 << 20}]
     assert "over --max-bytes (64M on the CPU by default)" in proc.stdout
+    # [1, 4096]: x and out 16 KiB, weight 8 KiB: nothing left to run is bad usage (exit 2, as
+    # fusekit_bench), not an empty table and success.
+    out_json.unlink()
     proc, out_json, _ = run_bench(tmp_path, *args, "--M", "1,2", "--max-bytes", "20K")
+    assert proc.returncode == 2 and "no cases to run" in proc.stderr, proc.stderr[-2000:]
+    assert not out_json.exists()
+    # 0 is no bound, as fusekit_bench reads it (it skipped every call).
+    proc, out_json, _ = run_bench(tmp_path, *args, "--M", "1,2", "--max-bytes", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(out_json.read_text())  # [1, 4096]: x and out 16 KiB, weight 8 KiB
-    assert doc["rows"] == [] and [s["limit"] for s in doc["skipped"]] == [20 << 10] * 2
+    doc = json.loads(out_json.read_text())
+    assert [r["M"] for r in doc["rows"]] == [1, 2] and doc["skipped"] == []
     proc, _, _ = run_bench(tmp_path, *args, "--max-bytes", "lots")
     assert proc.returncode == 2 and "--max-bytes" in proc.stderr
 
@@ -246,7 +253,7 @@ def test_act_family_runs_on_cpu(tmp_path):
             assert seed is None, row
     for op in ACT_OPS:
         assert op in proc.stdout
-    assert "act_and_mul: x [M, 2N] -> [M, N]" in proc.stdout
+    assert "act_and_mul, bfloat16: x [M, 2N] -> [M, N]" in proc.stdout
     assert "seed_triton  skipped [1]" in proc.stdout and "[1] the seed Triton kernels need a GPU" \
         in proc.stdout
     if HAS_MATPLOTLIB:
@@ -467,6 +474,7 @@ def test_bad_arguments_exit_2(tmp_path, args, message):
     ('{"norm": {"ops": "rms_norm", "M": [1], "N": [8]}}', "norm.ops"),
     ('{"norm": {"ops": ["rms_norm"], "M": [1], "N": [8], "skip_if_bytes_over": "1G"}}',
      "skip_if_bytes_over"),
+    ('{"norm": {"ops": ["rms_norm"], "M": [1], "N": [8], "dtype": "fp64"}}', "norm.dtype"),
 ])
 def test_bad_shapes_file_exits_2(tmp_path, content, message):
     """A shapes file the benchmark cannot use is bad usage, named, as fusekit_bench says it:
@@ -478,6 +486,30 @@ def test_bad_shapes_file_exits_2(tmp_path, content, message):
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert not out_json.exists()
+
+
+@pytest.mark.parametrize("forced", [None, "fp16"])
+def test_shapes_file_sections_give_their_dtype(tmp_path, forced):
+    """A section's "dtype" is its cases' dtype (bf16 where it names none) unless --dtype forces
+    one for all, as fusekit_bench reads the same file: one shapes file, the same cases in both
+    programs."""
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({
+        "norm": {"ops": ["rms_norm"], "M": [3], "N": [64], "dtype": "fp32"},
+        "act_and_mul": {"ops": ["silu_and_mul"], "M": [3], "N": [64]}}), encoding="utf-8")
+    args = ["--shapes", str(shapes), "--device", "cpu", "--impls", "fusekit,eager",
+            "--ops", "rms_norm,silu_and_mul", "--no-progress"] + (
+                ["--dtype", forced] if forced else [])
+    proc, out_json, _ = run_bench(tmp_path, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    rows = {row["op"]: row for row in json.loads(out_json.read_text())["rows"]}
+    want = {"rms_norm": "float16" if forced else "float32",
+            "silu_and_mul": "float16" if forced else "bfloat16"}
+    assert {op: row["dtype"] for op, row in rows.items()} == want
+    size = {"float32": 4, "float16": 2, "bfloat16": 2}
+    assert rows["rms_norm"]["bytes"] == size[want["rms_norm"]] * (2 * 3 * 64 + 64)
+    assert rows["silu_and_mul"]["bytes"] == size[want["silu_and_mul"]] * (3 * 128 + 3 * 64)
+    assert f"norm, {want['rms_norm']}" in proc.stdout
 
 
 def test_json_writes_no_nan_or_infinity(tmp_path):

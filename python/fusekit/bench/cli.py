@@ -60,6 +60,10 @@ def _size(text: str) -> int:
     return int(value)
 
 
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
 def _names(text: str) -> list:
     names = [v.strip() for v in text.split(",") if v.strip()]
     if not names:  # an empty list would mean the default: the option ignored
@@ -86,6 +90,9 @@ def _check_section(ap, path: str, family: str, section) -> None:
             or not limit >= 0):
         ap.error(f"{where}.skip_if_bytes_over: expected a non-negative number but got "
                  f"{limit!r}")
+    dtype = section.get("dtype", "bf16")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        ap.error(f"{where}.dtype: expected one of {sorted(DTYPES)} but got {dtype!r}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -106,7 +113,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--N", type=_ints,
                     help="hidden sizes (for act_and_mul: the output width; x is [M, 2N]), "
                          "comma-separated")
-    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--dtype", choices=sorted(DTYPES),
+                    help="the dtype of every case (default: each shapes file section's "
+                         "\"dtype\", else bf16, as fusekit_bench)")
     ap.add_argument("--impls", type=_names, default=list(baselines.IMPLS),
                     help=f"comma-separated, of {', '.join(baselines.IMPLS)} (default: all; "
                          "seed_triton needs --seed-dir)")
@@ -128,7 +137,8 @@ def parser() -> argparse.ArgumentParser:
                          "implementation as %% of it: the roofline at that size, which calls "
                          "of tens of MB cannot reach at the 1 GiB copy's rate")
     ap.add_argument("--max-bytes", type=_size,
-                    help="skip calls moving more bytes than this (K/M/G suffixes); default: "
+                    help="skip calls moving more bytes than this (K/M/G suffixes; 0: no bound); "
+                         "default: "
                          f"{CPU_DEFAULT_MAX_BYTES >> 20}M on the CPU (but for --quick), no bound "
                          "on the GPU (the shapes file's skip_if_bytes_over applies in any case)")
     ap.add_argument("--quick", action="store_true",
@@ -210,7 +220,8 @@ def _plan(args, ap) -> list:
         if not ms or not ns or min(ms + ns) < 1:
             ap.error(f"{family}: expected positive M and N lists (from the shapes file's "
                      f"'{family}' section, or --M and --N) but got M={ms} N={ns}")
-        plan.append((specs, ms, ns, section.get("skip_if_bytes_over", 1 << 62)))
+        dtype = DTYPES[args.dtype or section.get("dtype", "bf16")]
+        plan.append((specs, ms, ns, section.get("skip_if_bytes_over", 0), dtype))
     if not plan:
         ap.error("no op to run: the families chosen list none")
     return plan
@@ -270,8 +281,6 @@ def run(args, ap) -> int:
         ap.error("--device cuda: torch sees no GPU")
     if args.rounds < 1:
         ap.error("--rounds: at least 1")
-    dtype = DTYPES[args.dtype]
-    dtype_name = str(dtype).replace("torch.", "")
     settings = timing.Settings.quick() if args.quick else timing.Settings()
     timer = timing.make_timer(device, settings)
     impls = baselines.Implementations(device, tuple(args.impls), args.seed_dir, args.compile)
@@ -286,30 +295,34 @@ def run(args, ap) -> int:
     if max_bytes is None and device == "cpu" and not args.quick:
         max_bytes = CPU_DEFAULT_MAX_BYTES
     plan, skipped = [], []
-    for specs, ms, ns, limit in groups:
+    for specs, ms, ns, limit, dtype in groups:
         for spec in specs:
             for n in ns:
                 for m in ms:
                     nbytes = spec.bytes(m, n, dtype)
-                    if nbytes > limit:
+                    # 0 is no bound, for both limits, as fusekit_bench reads them.
+                    if limit and nbytes > limit:
                         skipped.append({"op": spec.name, "family": spec.family, "M": m, "N": n,
                                         "reason": "skip_if_bytes_over", "limit": limit})
-                    elif max_bytes is not None and nbytes > max_bytes:
+                    elif max_bytes and nbytes > max_bytes:
                         skipped.append({"op": spec.name, "family": spec.family, "M": m, "N": n,
                                         "reason": "max_bytes", "limit": max_bytes})
                     else:
-                        plan.append((spec, m, n))
-    steps = {spec.name: len(impls.for_op(spec)) for specs, _, _, _ in groups for spec in specs}
+                        plan.append((spec, m, n, dtype))
+    if not plan:  # as fusekit_bench: bad usage, not an empty table and success
+        ap.error(f"no cases to run: all {len(skipped)} are over a byte limit "
+                 "(--max-bytes or the shapes file's skip_if_bytes_over)")
+    steps = {spec.name: len(impls.for_op(spec)) for specs, *_ in groups for spec in specs}
     copies = len(plan) if args.size_copy else 0
-    progress = Progress(1 + copies + args.rounds * sum(steps[spec.name] for spec, _, _ in plan),
+    progress = Progress(1 + copies + args.rounds * sum(steps[spec.name] for spec, *_ in plan),
                         enabled=not args.no_progress)
     progress.start("copy bandwidth")
-    copy_gbps = timer.copy_gbps(dtype)
+    copy_gbps = timer.copy_gbps(groups[0][4])  # a rate of bytes: the same for any dtype
     progress.step("copy bandwidth")
 
     rows = []
-    for spec, m, n in plan:
-        row = {"op": spec.name, "family": spec.family, "M": m, "N": n, "dtype": dtype_name,
+    for spec, m, n, dtype in plan:
+        row = {"op": spec.name, "family": spec.family, "M": m, "N": n, "dtype": _name(dtype),
                "bytes": spec.bytes(m, n, dtype), "results": {}}
         call_args = want = snapshot = None
         try:
@@ -388,8 +401,10 @@ def run(args, ap) -> int:
     print(report.summary(env, copy_gbps))
     for family in dict.fromkeys(row["family"] for row in rows):
         print()
-        print(report.family_title(family))
-        print(report.table([row for row in rows if row["family"] == family], device))
+        family_rows = [row for row in rows if row["family"] == family]
+        dtypes = ", ".join(dict.fromkeys(row["dtype"] for row in family_rows))
+        print(report.family_title(family, dtypes))
+        print(report.table(family_rows, device))
     for reason, why in (("skip_if_bytes_over", "over the shapes file's skip_if_bytes_over"),
                         ("max_bytes", "over --max-bytes" + (
                             "" if args.max_bytes is not None else
@@ -403,7 +418,8 @@ def run(args, ap) -> int:
         print(f"wrote {args.json}")
     if args.plot:
         where = env["gpu"]["name"] if env["gpu"] else "CPU (host timings)"
-        why = plot.plot(rows, args.plot, args.plot_n, f"fusekit bench: {where}, {dtype_name}",
+        dtypes = ", ".join(dict.fromkeys(row["dtype"] for row in rows))
+        why = plot.plot(rows, args.plot, args.plot_n, f"fusekit bench: {where}, {dtypes}",
                         SMALL_M if device == "cuda" else None)
         print(f"warning: {why}" if why else f"wrote {args.plot}",
               file=sys.stderr if why else sys.stdout)

@@ -224,11 +224,12 @@ def table(rows: list, device: str) -> str:
     return "\n".join(out)
 
 
-def family_title(family: str) -> str:
+def family_title(family: str, dtypes: str) -> str:
+    """The heading of a family's table; dtypes: its rows' dtypes (a shapes file section's)."""
     if family == "act_and_mul":
-        return ("act_and_mul: x [M, 2N] -> [M, N] (N = output width); *_quant_fp8: e4m3fn codes "
-                "and a float32 scale per row")
-    return family
+        return (f"act_and_mul, {dtypes}: x [M, 2N] -> [M, N] (N = output width); *_quant_fp8: "
+                "e4m3fn codes and a float32 scale per row")
+    return f"{family}, {dtypes}"
 
 
 def summary(env: dict, copy_gbps: float) -> str:
