@@ -5,10 +5,14 @@ graph captured over it replays eager's results on fresh inputs."""
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 
 def _assert_all_equal(actual, expected, what):
+    # zip() alone would stop at the shorter sequence and pass a missing output.
+    assert len(actual) == len(expected), f"{what}: {len(actual)} tensors, eager {len(expected)}"
     for a, e in zip(actual, expected):
         assert a.dtype == e.dtype and a.shape == e.shape, what
         assert torch.equal(a, e), f"{what}: max difference {(a.float() - e.float()).abs().max()}"
@@ -47,7 +51,10 @@ def assert_graph_calls(fn, args, ops):
     torch.compile(fn, fullgraph=True, backend=capture)(*args)
     code = graphs[0].code
     for op in ops:
-        assert op in code, f"{op} not in the traced graph:\n{code}"
+        # The whole name: a plain substring test would take fusekit.rms_norm_out for
+        # fusekit.rms_norm, or an fp8 op's _static form for the dynamic one.
+        whole_name = re.escape(op) + r"(?!\w)"
+        assert re.search(whole_name, code), f"{op} not in the traced graph:\n{code}"
 
 
 def assert_cuda_graph_replays_equal_eager(fn, fresh_inputs, trials=3):

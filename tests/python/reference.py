@@ -20,7 +20,7 @@ TOLERANCE = {
 
 def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype=None, scale=None) -> None:
     """|actual - expected| <= rel * |expected| + abs (+ 1e-5 * scale, the size of the terms a
-    difference was formed from, for gradients), element by element, and no NaN."""
+    difference was formed from, for gradients), element by element, and no NaN on either side."""
     dtype = dtype or actual.dtype
     rel, abs_ = TOLERANCE[dtype]
     a, e = actual.detach().double().cpu(), expected.detach().double().cpu()
@@ -29,7 +29,8 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype=None, scale
     limit = rel * e.abs() + abs_
     if scale is not None:
         limit = limit + 1e-5 * scale.detach().double().cpu()
-    bad = (a - e).abs() > limit
+    # Written so that a NaN in the reference fails too (NaN > limit is False).
+    bad = ~((a - e).abs() <= limit)
     if bad.any():
         i = tuple(bad.nonzero()[0].tolist())
         raise AssertionError(f"{int(bad.sum())} of {bad.numel()} elements out of tolerance; first "

@@ -154,5 +154,10 @@ def test_expanded_gradients_are_accepted(device, gen):
     # y.sum().backward() hands back a stride-0 gradient.
     x = leaf(randn((4, 64), F32, device, gen))
     fusekit.layer_norm(x, None, None).pow(2).sum().backward()
-    y = fusekit.rms_norm(x.detach().requires_grad_(), torch.ones(64, device=device))
+    x2, w = leaf(x), torch.ones(64, device=device)
+    y = fusekit.rms_norm(x2, w)
     y.sum().backward()
+    # Taken, and right: a gradient read with the wrong strides would pass the lines above.
+    ones = torch.ones((4, 64), device=device)
+    expected = float64_grads(lambda x: ref.rms_norm(x, w, 1e-6), [x], [ones])
+    check_grads([x2.grad], expected, [x])

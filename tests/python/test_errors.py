@@ -5,6 +5,7 @@ library's Status as ValueError with its message; and a failed call writes nothin
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -166,14 +167,81 @@ def test_a_failed_call_writes_nothing(device, gen):
     out = torch.full_like(x, float("nan"))
     r_out = torch.full_like(r, float("nan"))
     x_before, r_before = x.clone(), r.clone()
-    with pytest.raises(ValueError):  # eps NaN
+    # Each message checked: a call refused for some other reason would write nothing either.
+    with pytest.raises(ValueError, match="fused_add_rms_norm: eps: expected a finite value > 0 "
+                                         "but got nan"):
         ops.fused_add_rms_norm_out(out, r_out, x, r, w, math.nan)
-    with pytest.raises(ValueError):  # rstd too short: the last argument checked
+    with pytest.raises(ValueError, match=re.escape("fused_add_rms_norm: rstd: expected shape [4] "
+                                                   "but got [2]")):  # the last argument checked
         ops.fused_add_rms_norm_out(out, r_out, x, r, w, 1e-6, rstd=torch.empty(2, device=device))
-    with pytest.raises(ValueError):  # in place with a weight of the wrong length
+    with pytest.raises(ValueError, match=re.escape("fused_add_rms_norm_inplace: weight: expected "
+                                                   "shape [64] but got [60]")):
         ops.fused_add_rms_norm_(x, r, w[:60], 1e-6)
     assert out.isnan().all() and r_out.isnan().all()
     assert torch.equal(x, x_before) and torch.equal(r, r_before)
+
+
+def _poisoned(shape, dtype, device):
+    """An output full of NaN (the format's NaN code for fp8), so that any write shows."""
+    if dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+        nan = 0x7F if dtype == torch.float8_e4m3fn else 0x80
+        return torch.full(shape, nan, dtype=torch.uint8, device=device).view(dtype)
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+FN, FNUZ = torch.float8_e4m3fn, torch.float8_e4m3fnuz
+
+
+# (call, message): call(t, p) makes a refused operator call, its outputs from p(shape, dtype)
+# (NaN-poisoned); the in-place forms update t's tensors.
+@pytest.mark.parametrize("call,message", [
+    (lambda t, p: ops.layer_norm_out(p((4, 64), BF16), t["x"], t["w"], t["b"], math.nan,
+                                     p((4,), torch.float32), p((4,), torch.float32)),
+     "layer_norm: eps: expected a finite value > 0 but got nan"),
+    (lambda t, p: ops.fused_add_layer_norm_(t["x"], t["r"], t["w"], t["b"][:60], 1e-5),
+     "fused_add_layer_norm_inplace: bias: expected shape [64] but got [60]"),
+    (lambda t, p: ops.silu_and_mul_out(p((4, 31), BF16), t["x"]),
+     "silu_and_mul: out: expected shape [4, 32] (x's shape with last dimension N) but got "
+     "[4, 31]"),
+    (lambda t, p: ops.gelu_and_mul_split_quant_fp8_out(p((4, 64), FN), p((4,), BF16), t["x"],
+                                                       t["r"], "e4m3fn"),
+     "gelu_and_mul_quant_fp8: scale: expected dtype float32 but got bfloat16"),
+    (lambda t, p: ops.silu_and_mul_quant_fp8_out(p((4, 32), FNUZ), p((4,), torch.float32),
+                                                 t["x"], "e4m3fnuz", -1.0),
+     "silu_and_mul_quant_fp8: scale_upper_bound: expected 0 (no bound) or a value > 0 but got -1"),
+    (lambda t, p: ops.fused_add_rms_norm_quant_fp8(t["x"], t["r"], t["w"], math.nan, "e4m3fn"),
+     "fused_add_rms_norm_quant_fp8: eps: expected a finite value > 0 but got nan"),
+    (lambda t, p: ops.fused_add_rms_norm_quant_fp8_static_out(
+        p((4, 64), FN), t["x"], t["r"], t["w"],
+        torch.tensor([0.5], dtype=torch.float64, device=t["x"].device), 1e-6, "e4m3fn"),
+     "fused_add_rms_norm_quant_fp8_static: scale: expected dtype float32 but got float64"),
+    (lambda t, p: ops.rms_norm_quant_fp8_out(p((4, 64), FNUZ), p((4,), torch.float32), t["x"],
+                                             t["w"], 1e-6, "e4m3fn"),
+     "rms_norm_quant_fp8: out: expected dtype float8_e4m3fn (format e4m3fn) but got "
+     "float8_e4m3fnuz"),
+    (lambda t, p: ops.rms_norm_quant_fp8_out(p((4, 64), FN), p((3,), torch.float32), t["x"],
+                                             t["w"], 1e-6, "e4m3fn"),
+     "rms_norm_quant_fp8: scale: expected shape [4, 1] (one per row: [4] or out's shape with "
+     "last dimension 1) but got [3]"),
+])
+def test_failed_operator_calls_write_nothing(t, call, message):
+    """Every op family: a refused call names what is wrong and leaves its outputs (NaN-poisoned)
+    and the inputs it would update in place as they were."""
+    device = t["x"].device
+    before = {k: v.clone() for k, v in t.items()}
+    written = []
+
+    def poisoned(shape, dtype):
+        written.append(_poisoned(shape, dtype, device))
+        return written[-1]
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call(t, poisoned)
+    for out in written:
+        assert torch.equal(out.view(torch.uint8), _poisoned(out.shape, out.dtype, device)
+                           .view(torch.uint8)), "an output of a refused call was written"
+    for name, value in t.items():
+        assert torch.equal(value, before[name]), f"{name} was written by a refused call"
 
 
 def test_mixed_devices_are_refused(gen):

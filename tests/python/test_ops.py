@@ -107,6 +107,31 @@ def test_fused_add_layer_norm(device, gen, n, x_dtype, w_dtype, r_dtype):
     assert torch.equal(r2, h) and torch.equal(x2, y)
 
 
+@pytest.mark.parametrize("m", [0, 1])
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
+def test_single_row_and_empty_batches(device, gen, m, dtype):
+    """M = 1 (decode) and M = 0 (a no-op) for the ops whose tests above take M = 3 alone."""
+    n = 769
+    x = randn((m, n), dtype, device, gen, mean=0.5)
+    r = randn((m, n), F32, device, gen)
+    w = randn((n,), dtype, device, gen, scale=0.5, mean=1.0)
+    b = randn((n,), dtype, device, gen, scale=0.5)
+    ref.assert_close(fusekit.layer_norm(x, w, b), ref.layer_norm(x, w, b, 1e-5))
+    for fused, norm in ((fusekit.fused_add_rms_norm, lambda h: ref.rms_norm(h, w, 1e-6)),
+                        (fusekit.fused_add_layer_norm, lambda h: ref.layer_norm(h, w, b, 1e-5))):
+        args = (w,) if fused is fusekit.fused_add_rms_norm else (w, b)
+        y, h = fused(x, r, *args)
+        assert y.shape == h.shape == (m, n) and h.dtype == F32
+        assert torch.equal(h, ref.fused_add(x, r))
+        ref.assert_close(y, norm(h))
+        x2, r2 = x.clone(), r.clone()
+        getattr(fusekit, fused.__name__ + "_")(x2, r2, *args)
+        assert torch.equal(x2, y) and torch.equal(r2, h)
+    gate, up = x.double(), r.double()
+    ref.assert_close(fusekit.silu_and_mul(torch.cat([x, r.to(dtype)], -1)),
+                     gate / (1 + torch.exp(-gate)) * up.to(dtype).double())
+
+
 def test_residual_dtype_selects_the_sum_dtype(device, gen):
     # bf16 activations and residual, the sum kept in fp32: the same as passing an fp32 residual.
     x = randn((4, 769), BF16, device, gen)
@@ -169,6 +194,8 @@ def test_strided_inputs_and_outputs(device, gen, view):
     fusekit.fused_add_rms_norm_(x2, r2, w)
     fusekit.fused_add_rms_norm_(x, r, w)
     assert torch.equal(x, x2) and torch.equal(r, r2)
+    # Against the checked out-of-place results too: a no-op would leave both pairs equal.
+    assert torch.equal(x, y) and torch.equal(r, h)
 
 
 @pytest.mark.parametrize("dtype", [BF16, F32])
@@ -226,9 +253,12 @@ def test_per_head_views_of_a_fused_projection(device, gen, dtype):
     other = randn(qkv.shape, dtype, device, gen)
     x2, r2 = qkv.clone()[:, :heads * d].view(t, heads, d), other[:, :heads * d].view(t, heads, d)
     expected_x, expected_r = x2.contiguous(), r2.contiguous()
+    y_add2, h_add2 = fusekit.fused_add_rms_norm(expected_x, expected_r, w)
     fusekit.fused_add_rms_norm_(expected_x, expected_r, w)
     fusekit.fused_add_rms_norm_(x2, r2, w)
     assert torch.equal(x2, expected_x) and torch.equal(r2, expected_r)
+    # A no-op on both would pass the line above: the out-of-place op's values, too.
+    assert torch.equal(x2, y_add2) and torch.equal(r2, h_add2)
 
 
 def test_per_head_views_differentiate(device, gen):
@@ -262,9 +292,14 @@ def test_out_variants_and_their_statistics(device, gen):
     torch.ops.fusekit.fused_add_rms_norm_out(out, r_out, x, r, w, 1e-6, rstd=rstd)
     y, h, rstd_ref = torch.ops.fusekit.fused_add_rms_norm_with_rstd(x, r, w, 1e-6)
     assert torch.equal(out, y) and torch.equal(r_out, h) and torch.equal(rstd, rstd_ref)
+    # r_out already holds this call's residual_out (the same sum): poisoned, as are the others,
+    # so that each must be written again.
+    for t in (out, r_out, mean, rstd):
+        t.fill_(float("nan"))
     torch.ops.fusekit.fused_add_layer_norm_out(out, r_out, x, r, w, b, 1e-5, mean, rstd)
     y, h, mean_ref, rstd_ref = torch.ops.fusekit.fused_add_layer_norm_with_stats(x, r, w, b, 1e-5)
     assert torch.equal(out, y) and torch.equal(mean, mean_ref) and torch.equal(rstd, rstd_ref)
+    assert torch.equal(r_out, h)
     y_out, h_out = fusekit.fused_add_layer_norm(x, r, w, b, out=torch.empty_like(x),
                                                 residual_out=torch.empty_like(r))
     assert torch.equal(y_out, y) and torch.equal(h_out, h)
