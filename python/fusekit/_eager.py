@@ -104,13 +104,11 @@ def _codes(y: Tensor, inverse: Tensor, fp8_dtype: torch.dtype) -> Tensor:
     """fp8 codes of y * inverse (float32), saturating at +-fp8_max, NaN as the format's NaN."""
     fp8_max = FP8_MAX[fp8_dtype]
     q = (y * inverse).clamp(-fp8_max, fp8_max)
-    codes = q.to(fp8_dtype)
-    nan = q.isnan()
-    if bool(nan.any()):
-        bits = codes.view(torch.uint8)
-        bits = torch.where(nan, torch.full_like(bits, FP8_NAN_CODE[fp8_dtype]), bits)
-        codes = bits.view(fp8_dtype)
-    return codes
+    # NaN to the format's NaN code without asking whether there is one: a branch on the data
+    # (bool(nan.any())) cannot be traced by torch.compile(fullgraph=True).
+    bits = q.to(fp8_dtype).view(torch.uint8)
+    bits = torch.where(q.isnan(), torch.full_like(bits, FP8_NAN_CODE[fp8_dtype]), bits)
+    return bits.view(fp8_dtype)
 
 
 def _quantize_rows(y: Tensor, fp8_dtype: torch.dtype, scale_upper_bound: float,

@@ -111,6 +111,8 @@ _direct_kernels: dict = {}
 
 
 def _direct(op: str, x, up) -> bool:
+    if torch.compiler.is_compiling():  # first: see fusekit.functional._direct
+        return False
     try:
         if torch.is_grad_enabled() and (x.requires_grad or (up is not None and up.requires_grad)):
             return False
@@ -124,7 +126,7 @@ def _direct(op: str, x, up) -> bool:
     ok = _direct_kernels.get(key)
     if ok is None:
         ok = _direct_kernels[key] = _loader.fallback_reason(op, x, ()) is None
-    return ok and not torch.compiler.is_compiling()
+    return ok
 
 
 # ---- the shared implementations ----------------------------------------------------------------

@@ -229,6 +229,11 @@ def _direct(op: str, x, weight, bias=None, residual=None, residual_dtype=None,
     must be Python floats: the operator itself would also take a bool or a one-element tensor,
     which the checked path refuses, and would raise RuntimeError, not the checked path's
     ValueError, for None or a string."""
+    # Under torch.compile the traced operators are the graph's: never the direct path. Asked first,
+    # so that the trace does not read _direct_kernels, whose contents it would guard on (each new
+    # key written by a call would then recompile the graph).
+    if torch.compiler.is_compiling():
+        return False
     for v in scalars:
         if type(v) is not float:
             return False
@@ -255,7 +260,7 @@ def _direct(op: str, x, weight, bias=None, residual=None, residual_dtype=None,
     if ok is None:
         ok = _direct_kernels[key] = _loader.fallback_reason(
             op, x, (weight, bias), None if residual is None else residual.dtype) is None
-    return ok and not torch.compiler.is_compiling()
+    return ok
 
 
 # ---- RMSNorm -------------------------------------------------------------------------------------

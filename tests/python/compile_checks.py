@@ -30,13 +30,17 @@ def assert_compiled_equals_eager(fn, args, **compile_args):
 
 
 def assert_dynamic_shapes_equal_eager(fn, make_args, batch_sizes=(3, 5, 11)):
-    """One dynamic-shape compilation serves every batch size, each equal to eager."""
+    """One dynamic-shape compilation serves every batch size, each equal to eager (eager calls
+    in between, as a model's first steps run before it is compiled)."""
     torch._dynamo.reset()
     compiled = torch.compile(fn, fullgraph=True, dynamic=True, backend="aot_eager")
-    for m in batch_sizes:
-        args = make_args(m)
-        actual = compiled(*[a.clone() for a in args])
-        _assert_all_equal(actual, fn(*[a.clone() for a in args]), f"batch {m}")
+    # A recompilation raises: a guard on the package's state (its caches, which eager calls
+    # fill) would otherwise recompile at every new batch size and still give eager's values.
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for m in batch_sizes:
+            args = make_args(m)
+            actual = compiled(*[a.clone() for a in args])
+            _assert_all_equal(actual, fn(*[a.clone() for a in args]), f"batch {m}")
 
 
 def assert_graph_calls(fn, args, ops):

@@ -150,6 +150,47 @@ def test_broken_library_file(tmp_path):
     assert out["ops"] == []
 
 
+# The eager implementations under torch.compile(fullgraph=True): a model compiled where the
+# kernels are disabled (or missing) must trace as it does with them, the fp8 forms included
+# (rows holding NaN, whose codes the eager path writes as the format's NaN).
+COMPILE_PROBE = textwrap.dedent("""
+    import torch
+    import fusekit
+    assert not fusekit.build_info()["library"]["loaded"]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 77, generator=g).bfloat16()
+    x[1, 5] = float("nan")
+    r = torch.randn(3, 77, generator=g).bfloat16()
+    w = torch.randn(77, generator=g).bfloat16()
+    gu = torch.randn(3, 154, generator=g).bfloat16()
+    gu[2, 0] = float("nan")
+    s = torch.tensor([0.05])
+
+    def layer(x, r, w, gu, s):
+        q1, s1 = fusekit.rms_norm_quant_fp8(x, w, format="e4m3fnuz")
+        r2 = r.clone()  # updated in place to x + r
+        q2, s2 = fusekit.fused_add_rms_norm_quant_fp8(x, r2, w, format="e4m3fn")
+        q3 = fusekit.rms_norm_quant_fp8_static(x, w, s, format="e4m3fn")
+        q4, s4 = fusekit.silu_and_mul_quant_fp8(gu, format="e4m3fn", scale_upper_bound=0.5)
+        q5, s5 = fusekit.gelu_and_mul_quant_fp8(gu, format="e4m3fnuz")
+        return [t.view(torch.uint8) if t.element_size() == 1 else t
+                for t in (q1, s1, q2, r2, s2, q3, q4, s4, q5, s5)]
+
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    for a, e in zip(compiled(x, r, w, gu, s), layer(x, r, w, gu, s)):
+        assert torch.equal(a, e) or torch.equal(a.isnan(), e.isnan()) and torch.equal(
+            a.nan_to_num(), e.nan_to_num()), (a, e)
+    print("ok")
+""")
+
+
+def test_eager_fp8_forms_compile_in_one_graph(tmp_path):
+    env = dict(os.environ, FUSEKIT_DISABLE="1", PYTHONPATH=str(PYTHON_DIR))
+    done = subprocess.run([sys.executable, "-c", COMPILE_PROBE], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 @pytest.mark.skipif(not INFO["library"]["loaded"], reason="needs the compiled library")
 def test_unsupported_dtypes_fall_back_with_one_warning(gen):
     x = randn((3, 64), torch.float64, "cpu", gen)
