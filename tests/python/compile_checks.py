@@ -1,7 +1,8 @@
 """Checks shared by the torch.compile and CUDA-graph test files: a function of fusekit calls
 compiled with fullgraph=True gives eager's results bit for bit (outputs, and arguments it updates
 in place), under dynamic shapes too; the traced graph calls the fusekit operators; and a CUDA
-graph captured over it replays eager's results on fresh inputs."""
+graph captured over it replays eager's results on fresh inputs (outputs, and arguments it updates
+in place)."""
 
 from __future__ import annotations
 
@@ -64,7 +65,9 @@ def assert_graph_calls(fn, args, ops):
 def assert_cuda_graph_replays_equal_eager(fn, fresh_inputs, trials=3):
     """Captures fn over static inputs (after a warm-up on a side stream, as capture requires),
     then for each trial copies fresh_inputs(trial) into them, replays and compares with eager
-    on the same inputs."""
+    on its own copy of the same inputs: the outputs, and then every input, so that what fn
+    updates in place (an in-place fused add's residual, k normalized inside qkv) must be
+    updated by the replay as by eager, and what it only reads left alone by both."""
     static = [a.clone() for a in fresh_inputs(0)]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -79,6 +82,10 @@ def assert_cuda_graph_replays_equal_eager(fn, fresh_inputs, trials=3):
         for s, f in zip(static, fresh):
             s.copy_(f)
         graph.replay()
-        expected = fn(*[f.clone() for f in fresh])
+        eager_args = [f.clone() for f in fresh]
+        expected = fn(*eager_args)
         torch.cuda.synchronize()
         _assert_all_equal(outputs, expected, f"replay {trial}")
+        # An update the replay misses (or makes where eager makes none) need not show in the
+        # outputs: per_head_norms returns none of the k it writes into qkv.
+        _assert_all_equal(static, eager_args, f"replay {trial}: inputs after the call")

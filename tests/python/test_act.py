@@ -106,6 +106,38 @@ def test_quant_fp8_matches_float64(device, gen, act, format, dtype, n):
     assert torch.equal(q3.view(torch.uint8), q.view(torch.uint8)) and torch.equal(scale3, scale)
 
 
+# An empty batch (M = 0) must give empty codes and scales of the right shapes and dtypes
+# (scale_keepdim's [..., 1] too) and a single row (decode) the reference's, from the fused input
+# and from split gate / up views alike: the batch sizes a launch shape or an empty-input shortcut
+# can get wrong.
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("lead", ((0,), (1,), (3, 0)), ids=("M0", "M1", "3x0"))
+def test_quant_fp8_empty_and_single_row(device, gen, act, lead):
+    n = 769
+    m = torch.Size(lead).numel()
+    x = randn(lead + (2 * n,), torch.bfloat16, device, gen, scale=3.0)
+    y = reference(act, *split(x))
+    for format, (fp8, fp8_max) in FORMATS.items():
+        expected_scale = (y.abs().amax(-1) / fp8_max).clamp_min(1 / (fp8_max * 512))
+        for keepdim in (False, True):
+            with OpRecorder() as rec:
+                fused = fn(act, True)(x, format=format, scale_keepdim=keepdim)
+                separate = fn(act, True)(*split(x), format=format, scale_keepdim=keepdim)
+            assert rec.ops == [f"{act}_and_mul_quant_fp8", f"{act}_and_mul_split_quant_fp8"]
+            for q, scale in (fused, separate):
+                assert q.dtype == fp8 and q.shape == lead + (n,) and q.device.type == device
+                assert scale.dtype == torch.float32 and scale.device.type == device
+                assert scale.shape == (lead + (1,) if keepdim else (m,))
+                scale = scale.reshape(lead + (1,))
+                # As in test_quant_fp8_matches_float64: float32 math within 2e-5 of float64, each
+                # code within half an fp8 step of y / scale.
+                assert torch.allclose(scale.double().cpu()[..., 0], expected_scale.cpu(),
+                                      rtol=2e-5, atol=0)
+                exact = (y / scale.double()).cpu()
+                got = q.double().cpu()
+                assert torch.all((got - exact).abs() <= exact.abs() * 2 ** -4 + 2 ** -10)
+
+
 @pytest.mark.parametrize("format", FORMATS)
 def test_quant_fp8_bound_and_out(device, gen, format):
     fp8, fp8_max = FORMATS[format]
@@ -125,8 +157,12 @@ def test_quant_fp8_bound_and_out(device, gen, format):
     assert torch.equal(s.view(-1), scale)
 
 
+# float16 as bfloat16: float32 math rounded once to the gradient's dtype, so assert_close's
+# table (one ulp of the dtype: 2^-10 relative for float16's 11 significant bits, 1e-4 absolute
+# for its subnormals) plus the float32 sums' term below; |gradients| here stay below ~10, far
+# from float16's largest value (65504).
 @pytest.mark.parametrize("act", ACTS)
-@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
 def test_autograd_matches_float64(device, gen, act, dtype):
     x = randn((6, 2 * 769), dtype, device, gen).requires_grad_()
     grad = randn((6, 769), dtype, device, gen)

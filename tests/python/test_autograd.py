@@ -1,7 +1,8 @@
 """Gradients against float64 autograd: each differentiable op (through fusekit's functions, which
 save the forward statistics, and through torch.ops directly, which recompute them), every input's
-gradient, fp32 residual streams with bf16 activations, Gemma's offset, LayerNorm without weight or
-bias, the modules; and bitwise reproducible weight gradients."""
+gradient, in float32, bfloat16 and float16, fp32 residual streams with bf16 and fp16 activations,
+Gemma's offset, LayerNorm without weight or bias, the modules; and bitwise reproducible weight
+gradients."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ def check_grads(actual, expected, inputs):
         assert a.dtype == t.dtype, f"input {i}: gradient dtype {a.dtype}, input {t.dtype}"
         # The absolute part scales with the largest gradient element: the values are differences
         # and sums of float32 terms of about that size.
+        # float16 gradients get the table's float16 row, as bfloat16 ones get theirs: the backward
+        # kernels accumulate in float32 and round each gradient to the input's dtype once, so
+        # one float16 ulp (2^-10 relative; 11 significant bits against bfloat16's 8) bounds the
+        # rounding, 1e-4 absolute covers float16's subnormals (below 6.1e-5, where the relative
+        # bound is meaningless), and 1e-5 * max|gradient| the float32 sums. These inputs give
+        # gradients of at most a few tens, far from float16's largest value, 65504.
         ref.assert_close(a, e, dtype=t.dtype, scale=e.abs().max() * torch.ones_like(e))
 
 
@@ -72,7 +79,8 @@ def test_rms_norm(device, gen, x_dtype, w_dtype, offset, direct):
     check_grads(actual, expected, [x, w])
 
 
-@pytest.mark.parametrize("x_dtype,r_dtype", [(F32, F32), (BF16, F32), (BF16, BF16)])
+@pytest.mark.parametrize("x_dtype,r_dtype",
+                         [(F32, F32), (BF16, F32), (BF16, BF16), (F16, F32), (F16, F16)])
 @pytest.mark.parametrize("use_residual_out", [True, False])
 def test_fused_add_rms_norm(device, gen, x_dtype, r_dtype, use_residual_out):
     n = 5125
@@ -93,7 +101,7 @@ def test_fused_add_rms_norm(device, gen, x_dtype, r_dtype, use_residual_out):
     assert actual[2] is None or torch.count_nonzero(actual[2]) == 0
 
 
-@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("dtype", [F32, BF16, F16])
 @pytest.mark.parametrize("affine", ["weight+bias", "weight", "bias", "none"])
 @pytest.mark.parametrize("direct", [False, True], ids=["functional", "torch.ops"])
 def test_layer_norm(device, gen, dtype, affine, direct):
@@ -109,19 +117,20 @@ def test_layer_norm(device, gen, dtype, affine, direct):
     check_grads(actual, expected, [x, w, b])
 
 
+@pytest.mark.parametrize("dtype", [BF16, F16])
 @pytest.mark.parametrize("residual_dtype", [None, F32])
-def test_fused_add_layer_norm(device, gen, residual_dtype):
+def test_fused_add_layer_norm(device, gen, dtype, residual_dtype):
     n = 769
-    x = randn((12, n), BF16, device, gen, mean=0.5)
-    r = randn((12, n), BF16, device, gen)
-    w = randn((n,), BF16, device, gen, mean=1.0)
-    b = randn((n,), BF16, device, gen)
-    g = randn((12, n), BF16, device, gen)
-    g_res = randn((12, n), residual_dtype or BF16, device, gen)
+    x = randn((12, n), dtype, device, gen, mean=0.5)
+    r = randn((12, n), dtype, device, gen)
+    w = randn((n,), dtype, device, gen, mean=1.0)
+    b = randn((n,), dtype, device, gen)
+    g = randn((12, n), dtype, device, gen)
+    g_res = randn((12, n), residual_dtype or dtype, device, gen)
     actual = run(lambda x, r, w, b: fusekit.fused_add_layer_norm(x, r, w, b, 1e-5,
                                                                  residual_dtype=residual_dtype),
                  [x, r, w, b], [g, g_res])
-    h = lambda x, r: rounded_sum(x, r, residual_dtype or BF16)  # noqa: E731
+    h = lambda x, r: rounded_sum(x, r, residual_dtype or dtype)  # noqa: E731
     expected = float64_grads(lambda x, r, w, b: (ref.layer_norm(h(x, r), w, b, 1e-5), h(x, r)),
                              [x, r, w, b], [g, g_res])
     check_grads(actual, expected, [x, r, w, b])

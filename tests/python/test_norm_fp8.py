@@ -126,6 +126,47 @@ def test_static_matches_float64(device, gen, format, add, shape):
     assert (q_small.float().abs() == fp8_max).float().mean() > 0.3
 
 
+# An empty batch (M = 0) must give empty outputs of the right shapes and dtypes (scale_keepdim's
+# [..., 1] scale too) and a single row (decode) the reference's codes and scale, in every form:
+# the batch sizes a kernel launch shape or an empty-input shortcut can get wrong.
+@pytest.mark.parametrize("lead", ((0,), (1,), (3, 0)), ids=("M0", "M1", "3x0"))
+@pytest.mark.parametrize("keepdim", (False, True), ids=("flat", "keepdim"))
+def test_empty_and_single_row(device, gen, lead, keepdim):
+    n = 769
+    m = torch.Size(lead).numel()
+    shape = lead + (n,)
+    scale_shape = lead + (1,) if keepdim else (m,)
+    x = randn(shape, torch.bfloat16, device, gen)
+    w = randn((n,), torch.bfloat16, device, gen, mean=1.0)
+    r = randn(shape, torch.float32, device, gen)
+    static = torch.tensor([0.02], device=device)
+    y, _ = reference_y(x, w, 1e-6)
+    y_add, h = reference_y(x, w, 1e-6, residual=r)
+    for format, (fp8, fp8_max) in FORMATS.items():
+        r_dyn, r_static = r.clone(), r.clone()
+        with OpRecorder() as rec:
+            dynamic = fusekit.rms_norm_quant_fp8(x, w, format=format, scale_keepdim=keepdim)
+            add = fusekit.fused_add_rms_norm_quant_fp8(x, r_dyn, w, format=format,
+                                                       scale_keepdim=keepdim)
+            q_static = fusekit.rms_norm_quant_fp8_static(x, w, static, format=format)
+            q_add_static = fusekit.fused_add_rms_norm_quant_fp8_static(x, r_static, w, static,
+                                                                       format=format)
+        assert rec.ops == ["rms_norm_quant_fp8", "fused_add_rms_norm_quant_fp8",
+                           "rms_norm_quant_fp8_static", "fused_add_rms_norm_quant_fp8_static"]
+        for (q, s), yy in ((dynamic, y), (add, y_add)):
+            assert s.dtype == torch.float32 and s.shape == scale_shape
+            assert s.device.type == device
+            torch.testing.assert_close(s.double().cpu().reshape(-1),
+                                       expected_scales(yy, fp8_max).cpu().reshape(-1),
+                                       rtol=Y_REL, atol=0)
+            assert_codes(q, yy, s.reshape(lead + (1,)), fp8_max)
+        for q, yy in ((q_static, y), (q_add_static, y_add)):
+            assert_codes(q, yy, torch.tensor(0.02), fp8_max)
+        for q in (dynamic[0], add[0], q_static, q_add_static):
+            assert q.dtype == fp8 and q.shape == shape and q.device.type == device
+        assert torch.equal(r_dyn, h) and torch.equal(r_static, h)
+
+
 def test_scale_upper_bound_caps(device, gen):
     x = randn((6, 256), torch.float32, device, gen)
     w = randn((256,), torch.float32, device, gen, mean=1.0)
@@ -188,6 +229,34 @@ def test_strided_rows_rank3_and_out(device, gen):
     assert torch.equal(rt, ref.fused_add(x, rt_before))
 
 
+# A NaN code of each format (e4m3fn: 0x7F, one of its two; e4m3fnuz: 0x80, its only one): out=
+# buffers start as NaN codes, which finite inputs never give, so that an operator that leaves
+# them unwritten cannot pass, as torch.empty's leftover bytes could (they may even hold an
+# earlier call's answer).
+NAN_CODE = {torch.float8_e4m3fn: 0x7F, torch.float8_e4m3fnuz: 0x80}
+
+
+def poisoned_like(t):
+    out = torch.empty_like(t)
+    if t.dtype in NAN_CODE:
+        out.view(torch.uint8).fill_(NAN_CODE[t.dtype])
+    else:
+        out.fill_(float("nan"))
+    return out
+
+
+def assert_written(out, expected):
+    """out holds expected's bits, and every code or value that is not NaN in expected was
+    overwritten: the poison is not left behind."""
+    answer = ~expected.float().isnan()
+    assert answer.all(), "the reference itself has NaN: choose inputs without"
+    assert not out.float().isnan()[answer].any(), "out= left (partly) unwritten"
+    if out.dtype in NAN_CODE:
+        assert torch.equal(out.view(torch.uint8), expected.view(torch.uint8))
+    else:
+        assert torch.equal(out, expected)
+
+
 def test_ops_out_forms(device, gen):
     ops = torch.ops.fusekit
     x = randn((3, 64), torch.bfloat16, device, gen)
@@ -195,24 +264,27 @@ def test_ops_out_forms(device, gen):
     r = randn((3, 64), torch.bfloat16, device, gen)
     one = torch.tensor([0.03], device=device)
     q, s = ops.rms_norm_quant_fp8(x, w, 1e-6, "e4m3fn")
-    out, scale = torch.empty_like(q), torch.empty_like(s)
+    out, scale = poisoned_like(q), poisoned_like(s)
     ops.rms_norm_quant_fp8_out(out, scale, x, w, 1e-6, "e4m3fn")
-    assert torch.equal(out.view(torch.uint8), q.view(torch.uint8)) and torch.equal(scale, s)
+    assert_written(out, q)
+    assert_written(scale, s)
     qs = ops.rms_norm_quant_fp8_static(x, w, one, 1e-6, "e4m3fnuz")
-    out = torch.empty_like(qs)
+    out = poisoned_like(qs)
     ops.rms_norm_quant_fp8_static_out(out, x, w, one, 1e-6, "e4m3fnuz")
-    assert torch.equal(out.view(torch.uint8), qs.view(torch.uint8))
+    assert_written(out, qs)
     r1, r2 = r.clone(), r.clone()
     q, s = ops.fused_add_rms_norm_quant_fp8(x, r1, w, 1e-6, "e4m3fn", 0.0, 0.0, True)
-    out, scale = torch.empty_like(q), torch.empty_like(s)
+    out, scale = poisoned_like(q), poisoned_like(s)
     ops.fused_add_rms_norm_quant_fp8_out(out, scale, x, r2, w, 1e-6, "e4m3fn")
-    assert torch.equal(out.view(torch.uint8), q.view(torch.uint8)) and torch.equal(scale, s)
+    assert_written(out, q)
+    assert_written(scale, s)
     assert torch.equal(r1, r2) and torch.equal(r1, ref.fused_add(x, r))
     r1, r2 = r.clone(), r.clone()
     qs = ops.fused_add_rms_norm_quant_fp8_static(x, r1, w, one, 1e-6, "e4m3fn")
-    out = torch.empty_like(qs)
+    out = poisoned_like(qs)
     ops.fused_add_rms_norm_quant_fp8_static_out(out, x, r2, w, one, 1e-6, "e4m3fn")
-    assert torch.equal(out.view(torch.uint8), qs.view(torch.uint8)) and torch.equal(r1, r2)
+    assert_written(out, qs)
+    assert torch.equal(r1, r2)
 
 
 @pytest.mark.skipif(gpu_skip_reason() is not None, reason=gpu_skip_reason() or "")

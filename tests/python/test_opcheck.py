@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import randn
+from conftest import INFO, randn
 
 ops = torch.ops.fusekit
 BF16, F32 = torch.bfloat16, torch.float32
@@ -127,6 +127,8 @@ def test_every_operator_is_checked(device, gen):
                   if name.startswith("fusekit::")}
     assert len(registered) == 16 + 8 + 3 * 10  # norms, their fp8 forms, 10 per activation
     assert registered <= checked, f"not opchecked: {sorted(registered - checked)}"
+    # test_opcheck's cases are counted on the CPU; each device's list must have that length.
+    assert len(samples(device, gen)) == SAMPLE_COUNT
 
 
 # opcheck's test_schema compares each mutated argument before and after with arithmetic that
@@ -135,7 +137,14 @@ def test_every_operator_is_checked(device, gen):
 _ALL_BUT_SCHEMA = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 
 
-@pytest.mark.parametrize("index", range(22 + 11 + 3 * 12))
+# One case per sample, counted from the list itself (built on the CPU: the same list on every
+# device), so that a sample added or removed changes the cases, none skipped silently. Without
+# the library the operators do not exist; the suite then runs its fallback subset alone.
+SAMPLE_COUNT = (len(samples("cpu", torch.Generator().manual_seed(0))) if INFO["library"]["loaded"]
+                else 0)
+
+
+@pytest.mark.parametrize("index", range(SAMPLE_COUNT))
 def test_opcheck(device, gen, index):
     op, args, kwargs = samples(device, gen)[index]
     fp8_out = any(isinstance(a, torch.Tensor) and a.dtype in FP8 for a in args[:1])
