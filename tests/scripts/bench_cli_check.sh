@@ -5,13 +5,8 @@
 #
 #   tests/scripts/bench_cli_check.sh BENCH_BINARY
 set -uo pipefail
-bench=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source=bench_check_common.sh
+source "$(dirname "$0")/bench_check_common.sh"  # $bench, $work, fail
 
 usage_error() {  # message args...: exit 2 and the message on stderr
   local message=$1

@@ -7,13 +7,8 @@
 #
 #   tests/scripts/bench_row_pad_check.sh BENCH_BINARY
 set -uo pipefail
-bench=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source=bench_check_common.sh
+source "$(dirname "$0")/bench_check_common.sh"  # $bench, $work, fail
 
 ops=rms_norm,fused_add_rms_norm,layer_norm,rms_norm_quant_fp8,silu_and_mul,silu_and_mul_quant_fp8
 for pad in 5 8; do

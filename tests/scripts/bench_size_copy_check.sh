@@ -6,13 +6,8 @@
 #
 #   tests/scripts/bench_size_copy_check.sh BENCH_BINARY
 set -uo pipefail
-bench=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source=bench_check_common.sh
+source "$(dirname "$0")/bench_check_common.sh"  # $bench, $work, fail
 
 check_json() {  # json expect_copy
   python3 - "$1" "$2" <<'PY' || fail "the JSON ($2)"
