@@ -64,6 +64,19 @@ def gen():
     return torch.Generator().manual_seed(1234)
 
 
+# A NaN code of each fp8 format (e4m3fn: 0x7F, one of its two; e4m3fnuz: 0x80, its only one).
+FP8_NAN_CODE = {torch.float8_e4m3fn: 0x7F, torch.float8_e4m3fnuz: 0x80}
+
+
+def poisoned(shape, dtype, device):
+    """An output buffer full of NaN (the format's NaN code for fp8), which finite inputs never
+    give: a write shows, and an operator that leaves it unwritten cannot pass, as torch.empty's
+    leftover bytes could (they may even hold an earlier call's answer)."""
+    if dtype in FP8_NAN_CODE:
+        return torch.full(shape, FP8_NAN_CODE[dtype], dtype=torch.uint8, device=device).view(dtype)
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
 def randn(shape, dtype, device, gen, scale=1.0, mean=0.0):
     """Random normal values drawn on the CPU (the same on every device), never exactly zero."""
     t = torch.randn(shape, generator=gen, dtype=torch.float64) * scale + mean

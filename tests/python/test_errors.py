@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fusekit
-from conftest import randn
+from conftest import poisoned, randn
 
 ops = torch.ops.fusekit
 BF16 = torch.bfloat16
@@ -181,14 +181,6 @@ def test_a_failed_call_writes_nothing(device, gen):
     assert torch.equal(x, x_before) and torch.equal(r, r_before)
 
 
-def _poisoned(shape, dtype, device):
-    """An output full of NaN (the format's NaN code for fp8), so that any write shows."""
-    if dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
-        nan = 0x7F if dtype == torch.float8_e4m3fn else 0x80
-        return torch.full(shape, nan, dtype=torch.uint8, device=device).view(dtype)
-    return torch.full(shape, float("nan"), dtype=dtype, device=device)
-
-
 FN, FNUZ = torch.float8_e4m3fn, torch.float8_e4m3fnuz
 
 
@@ -231,14 +223,14 @@ def test_failed_operator_calls_write_nothing(t, call, message):
     before = {k: v.clone() for k, v in t.items()}
     written = []
 
-    def poisoned(shape, dtype):
-        written.append(_poisoned(shape, dtype, device))
+    def output(shape, dtype):
+        written.append(poisoned(shape, dtype, device))
         return written[-1]
 
     with pytest.raises(ValueError, match=re.escape(message)):
-        call(t, poisoned)
+        call(t, output)
     for out in written:
-        assert torch.equal(out.view(torch.uint8), _poisoned(out.shape, out.dtype, device)
+        assert torch.equal(out.view(torch.uint8), poisoned(out.shape, out.dtype, device)
                            .view(torch.uint8)), "an output of a refused call was written"
     for name, value in t.items():
         assert torch.equal(value, before[name]), f"{name} was written by a refused call"

@@ -12,7 +12,7 @@ import torch
 
 import fusekit
 import reference as ref
-from conftest import OpRecorder, gpu_skip_reason, randn
+from conftest import FP8_NAN_CODE, OpRecorder, gpu_skip_reason, poisoned, randn
 from fusekit import _eager, _loader
 
 FORMATS = {"e4m3fn": (torch.float8_e4m3fn, 448.0), "e4m3fnuz": (torch.float8_e4m3fnuz, 240.0)}
@@ -229,20 +229,8 @@ def test_strided_rows_rank3_and_out(device, gen):
     assert torch.equal(rt, ref.fused_add(x, rt_before))
 
 
-# A NaN code of each format (e4m3fn: 0x7F, one of its two; e4m3fnuz: 0x80, its only one): out=
-# buffers start as NaN codes, which finite inputs never give, so that an operator that leaves
-# them unwritten cannot pass, as torch.empty's leftover bytes could (they may even hold an
-# earlier call's answer).
-NAN_CODE = {torch.float8_e4m3fn: 0x7F, torch.float8_e4m3fnuz: 0x80}
-
-
 def poisoned_like(t):
-    out = torch.empty_like(t)
-    if t.dtype in NAN_CODE:
-        out.view(torch.uint8).fill_(NAN_CODE[t.dtype])
-    else:
-        out.fill_(float("nan"))
-    return out
+    return poisoned(t.shape, t.dtype, t.device)
 
 
 def assert_written(out, expected):
@@ -251,7 +239,7 @@ def assert_written(out, expected):
     answer = ~expected.float().isnan()
     assert answer.all(), "the reference itself has NaN: choose inputs without"
     assert not out.float().isnan()[answer].any(), "out= left (partly) unwritten"
-    if out.dtype in NAN_CODE:
+    if out.dtype in FP8_NAN_CODE:
         assert torch.equal(out.view(torch.uint8), expected.view(torch.uint8))
     else:
         assert torch.equal(out, expected)
