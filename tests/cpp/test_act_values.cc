@@ -33,14 +33,20 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
                                ActLayout::kSplitSeparate};
   const Fp8Format formats[] = {Fp8Format::kE4M3FN, Fp8Format::kE4M3FNUZ};
   uint32_t seed = 100 + 10 * static_cast<uint32_t>(act) + static_cast<uint32_t>(mode);
+  // A case of this activation and mode with the next seed (each case its own inputs).
+  const auto next_case = [&] {
+    ActCase c;
+    c.act = act;
+    c.mode = mode;
+    c.seed = seed++;
+    return c;
+  };
   for (DType dtype : dtypes) {
     for (ActLayout layout : layouts) {
       if (mode == ActMode::kBackward && layout == ActLayout::kSplitHalves) continue;
       for (int64_t n : {1, 7, 769, 5125, 14336}) {
         for (int f = 0; f < (mode == ActMode::kQuantFp8 ? 2 : 1); ++f) {
-          ActCase c;
-          c.act = act;
-          c.mode = mode;
+          ActCase c = next_case();
           c.layout = layout;
           c.dtype = dtype;
           c.rows = 3;
@@ -48,12 +54,11 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
           c.format = formats[f];
           // Strided rows and unaligned bases on alternate cases; aligned ones keep the widest
           // vector path covered.
-          const bool odd = (seed & 1) != 0;
+          const bool odd = (c.seed & 1) != 0;
           c.in_pad = odd ? 3 : 8;
           c.out_pad = odd ? 1 : 0;
           c.in_offset = odd ? 1 : 0;
           c.scale_keepdim = odd;
-          c.seed = seed++;
           cases.push_back(c);
         }
       }
@@ -63,14 +68,11 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
   for (int64_t m : {0, 1, 257}) {
     for (int64_t n : {769, 14336}) {
       if (m == 257 && n == 14336 && act != Activation::kSilu) continue;  // CPU time
-      ActCase c;
-      c.act = act;
-      c.mode = mode;
+      ActCase c = next_case();
       c.rows = m;
       c.cols = n;
       c.rank3_d0 = m == 257 ? 257 : 0;
       c.format = m == 1 ? Fp8Format::kE4M3FNUZ : Fp8Format::kE4M3FN;
-      c.seed = seed++;
       cases.push_back(c);
     }
   }
@@ -78,35 +80,26 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
   // dimension 1 (which for 1-D is [1]).
   for (ActLayout layout : {ActLayout::kFused, ActLayout::kSplitHalves, ActLayout::kSplitSeparate}) {
     if (mode == ActMode::kBackward && layout == ActLayout::kSplitHalves) continue;
-    ActCase c;
-    c.act = act;
-    c.mode = mode;
+    ActCase c = next_case();
     c.layout = layout;
     c.rows = 1;
     c.rank1 = true;
     c.cols = 769;
     c.in_offset = 1;
     c.scale_keepdim = true;
-    c.seed = seed++;
     cases.push_back(c);
   }
   {
-    ActCase c;  // many short rows: a warp's threads span several rows
-    c.act = act;
-    c.mode = mode;
+    ActCase c = next_case();  // many short rows: a warp's threads span several rows
     c.rows = 40000;
     c.cols = 67;
     c.in_pad = 5;
-    c.seed = seed++;
     cases.push_back(c);
   }
   if (mode == ActMode::kQuantFp8) {
-    ActCase c;  // a scale upper bound that binds: values beyond it saturate
-    c.act = act;
-    c.mode = mode;
+    ActCase c = next_case();  // a scale upper bound that binds: values beyond it saturate
     c.layout = ActLayout::kSplitHalves;
     c.scale_upper_bound = 1e-3f;
-    c.seed = seed++;
     cases.push_back(c);
     // More rows than an H100 has SMs, with long rows: 2500 bf16 groups (a cluster of three
     // blocks where the GPU has clusters, else the wide build's 640 threads), 14336 float32 (the
@@ -115,15 +108,12 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
     const std::pair<DType, int64_t> long_rows[] = {
         {DType::kBFloat16, 20000}, {DType::kFloat32, 14336}, {DType::kBFloat16, 40003}};
     for (const auto& [dtype, n] : long_rows) {
-      ActCase l;
-      l.act = act;
-      l.mode = mode;
+      ActCase l = next_case();
       l.dtype = dtype;
       l.rows = 160;
       l.cols = n;
       l.in_pad = n % 2 == 1 ? 3 : 0;
       l.in_offset = n % 2 == 1 ? 1 : 0;
-      l.seed = seed++;
       cases.push_back(l);
     }
   }
