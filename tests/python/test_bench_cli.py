@@ -333,6 +333,43 @@ def test_compile_per_shape_specialises_each_shape(tmp_path):
         assert "time_us" in row["results"]["compile"], row["results"]["compile"]
 
 
+@pytest.mark.parametrize("mode", ["per-n", "shared"])
+def test_compile_per_n_keeps_the_hidden_size_fixed(monkeypatch, mode):
+    # The default per-n mode: each hidden size gets kernels compiled for that N, shared over the
+    # batch sizes (M dynamic from the second one on). In shared mode the second N recompiles
+    # every size as dynamic, the general kernels a model of one hidden size never runs.
+    from fusekit.bench import baselines
+
+    graphs = []  # per compiled graph: its tensor inputs' sizes, "s" where symbolic
+
+    def recording_backend(gm, example_inputs):
+        sizes = []
+        for node in gm.graph.nodes:
+            value = node.meta.get("example_value")
+            if node.op == "placeholder" and isinstance(value, torch.Tensor):
+                sizes.append(tuple("s" if isinstance(d, torch.SymInt) else int(d)
+                                   for d in value.shape))
+        graphs.append(sizes)
+        return gm.forward
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(
+        fn, backend=recording_backend, **kw))
+    torch._dynamo.reset()
+    impls = baselines.Implementations("cpu", ("compile",), None, mode)
+    spec = baselines.OPS["rms_norm"]
+    for n in (32, 48):
+        for m in (4, 8, 16):
+            args = spec.make_args(m, n, torch.float32, "cpu")
+            got = impls.for_op(spec, (m, n))["compile"](*args)
+            torch.testing.assert_close(got, spec.eager(*args))
+    x_sizes = [sizes[0] for sizes in graphs]  # x [M, N] is the first input
+    if mode == "per-n":
+        assert x_sizes == [(4, 32), ("s", 32), (4, 48), ("s", 48)], graphs
+    else:
+        assert x_sizes == [(4, 32), ("s", 32), ("s", "s")], graphs
+
+
 def test_compile_mode_is_checked(tmp_path):
     proc, _, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--compile", "sometimes")
     assert proc.returncode != 0

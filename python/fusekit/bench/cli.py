@@ -119,10 +119,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--impls", type=_names, default=list(baselines.IMPLS),
                     help=f"comma-separated, of {', '.join(baselines.IMPLS)} (default: all; "
                          "seed_triton needs --seed-dir)")
-    ap.add_argument("--compile", default="shared", choices=baselines.COMPILE_MODES,
-                    help="torch.compile baseline: one compiled function per op for all shapes "
-                         "(shared, as the anchors' script; dynamic sizes from an op's second "
-                         "shape on) or a fresh compile specialised to each shape (per-shape)")
+    ap.add_argument("--compile", default="per-n", choices=baselines.COMPILE_MODES,
+                    help="torch.compile baseline: one compiled function per op and hidden size, "
+                         "dynamic in M from its second batch size on (per-n, the default: a "
+                         "model of one hidden size), one per op for all shapes (shared, as the "
+                         "anchors' script: every size dynamic once N changes) or a fresh compile "
+                         "specialised to each shape (per-shape)")
     ap.add_argument("--seed-dir", default=os.environ.get("FUSEKIT_SEED_DIR"),
                     help="directory holding seed_triton.py (default: $FUSEKIT_SEED_DIR)")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
