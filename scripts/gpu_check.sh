@@ -10,7 +10,8 @@
 #     (default: build test memcheck racecheck bench pytest)
 #
 # Environment: CUDA_ARCH (default 90a), BUILD_DIR (default build/gpu), LOG_DIR, BENCH_ARGS,
-# PYTEST_JOBS (pytest processes at once, default 8),
+# PYTEST_JOBS (pytest processes at once, default 8), PYTEST_TIMES (a previous run's
+# LOG_DIR/pytest/times.txt: deal the tests longest first),
 # PYBENCH_ARGS (for `python3 -m fusekit bench`, e.g. --seed-dir DIR), CMAKE_ARGS (extra
 # configure arguments).
 set -uo pipefail
@@ -117,23 +118,51 @@ python_env=(env FUSEKIT_LIBRARY="$PWD/$BUILD_DIR/torch/libfusekit_torch.so" PYTH
 # The Python suite in PYTEST_JOBS processes at once (default 8), its tests dealt out in turn so
 # that each file's slow ones spread over them: in one process it takes over 9 minutes on an H200,
 # the GPU idle between its launches; in 8 groups of whole files 277 s, in 8 dealt so 230 s (the
-# longest group 213 s, the others 51-170; 2026-12-04). Each group's log is
-# LOG_DIR/pytest/group-K.log, with its ten slowest tests; the step fails if any group does.
+# longest group 213 s, the others 51-170; 2026-12-04). With PYTEST_TIMES (a previous run's
+# LOG_DIR/pytest/times.txt, "seconds test" lines) the tests are dealt longest first, each to the
+# group with the least time so far: on an H100 the groups dealt in turn took 68-198 s, the longest
+# held by one 76 s test (torch.compile's CPU code generation), for a mean of 122 s (2026-12-05).
+# Each group's log is LOG_DIR/pytest/group-K.log, with every test's time, slowest first; the
+# step fails if any group does, and writes LOG_DIR/pytest/times.txt for the next run.
 pytest_in_groups() {
-  local jobs=$1 dir="$LOG_DIR/pytest" k
+  local jobs=$1 dir="$LOG_DIR/pytest" k previous=""
+  if [ -n "${PYTEST_TIMES:-}" ]; then  # read first: it may lie in the folder emptied below
+    previous=$(cat "$PYTEST_TIMES") || { echo "PYTEST_TIMES: cannot read $PYTEST_TIMES"; return 2; }
+  fi
   rm -rf "$dir"
   mkdir -p "$dir"
   "${python_env[@]}" python3 -m pytest -q -p no:cacheprovider --collect-only tests/python |
     grep '::' > "$dir/tests.txt" || { echo "no tests collected"; return 1; }
-  awk -v jobs="$jobs" -v dir="$dir" '{ print > (dir "/group-" (NR - 1) % jobs ".txt") }' \
-    "$dir/tests.txt"
+  if [ -n "$previous" ]; then
+    # Longest first; a test the previous run did not have counts as its mean test.
+    printf '%s\n' "$previous" | awk -v jobs="$jobs" -v dir="$dir" '
+      NR == FNR { if (NF < 2) next; test = $0; sub(/^[^ ]+ /, "", test)  # ids may hold spaces
+                  known[test] = $1; sum += $1; n++; next }
+      { id[FNR] = $0; count = FNR }
+      END {
+        mean = n ? sum / n : 1
+        for (i = 1; i <= count; i++) t[i] = (id[i] in known) ? known[id[i]] : mean
+        for (done = 0; done < count; done++) {
+          best = -1
+          for (i in t) if (!(i in taken) && (best < 0 || t[i] > t[best])) best = i
+          taken[best] = 1
+          g = 0
+          for (k = 1; k < jobs; k++) if (load[k] < load[g]) g = k
+          load[g] += t[best]
+          print id[best] > (dir "/group-" g ".txt")
+        }
+      }' - "$dir/tests.txt"
+  else
+    awk -v jobs="$jobs" -v dir="$dir" '{ print > (dir "/group-" (NR - 1) % jobs ".txt") }' \
+      "$dir/tests.txt"
+  fi
   local pids=() groups=()
   for ((k = 0; k < jobs; k++)); do
     [ -s "$dir/group-$k.txt" ] || continue
     local ids=()
     mapfile -t ids < "$dir/group-$k.txt"
-    "${python_env[@]}" python3 -m pytest -q -p no:cacheprovider --durations=10 "${ids[@]}" \
-      > "$dir/group-$k.log" 2>&1 &
+    "${python_env[@]}" python3 -m pytest -q -p no:cacheprovider --durations=0 \
+      --durations-min=0 "${ids[@]}" > "$dir/group-$k.log" 2>&1 &
     pids+=($!)
     groups+=("$k")
   done
@@ -142,6 +171,11 @@ pytest_in_groups() {
     wait "${pids[i]}" || failed=1
     echo "group ${groups[i]}: $(tail -n 1 "$dir/group-${groups[i]}.log")"
   done
+  # A test's time: its setup, call and teardown, as pytest's durations list them.
+  cat "$dir"/group-*.log | awk '$1 ~ /^[0-9.]+s$/ && ($2 == "setup" || $2 == "call" ||
+      $2 == "teardown") { test = $0; sub(/^[^ ]+ +[a-z]+ +/, "", test)
+                          t[test] += substr($1, 1, length($1) - 1) }
+      END { for (test in t) printf "%.2f %s\n", t[test], test }' | sort -rn > "$dir/times.txt"
   return $failed
 }
 if has pytest; then
