@@ -31,6 +31,12 @@ const char* act_layout_name(ActLayout l) {
   return "?";
 }
 
+std::string act_param_name(const ::testing::TestParamInfo<ActParam>& info) {
+  const auto [backend, act, mode] = info.param;
+  return std::string(backend_name(backend)) + "_" + activation_name(act) + "_" +
+         act_mode_name(mode);
+}
+
 std::string ActCase::name() const {
   std::ostringstream s;
   s << activation_name(act) << " " << act_mode_name(mode) << " " << act_layout_name(layout) << " "

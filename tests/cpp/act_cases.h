@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu/act/act_config.h"
@@ -94,5 +95,16 @@ bool gpu_writes_cpu_bits(const ActCase& c);
 // The float64 definitions.
 double act_reference(Activation act, double g);
 double act_derivative_reference(Activation act, double g);
+
+// The parameter space of the suites over every backend, activation and mode (ActValues,
+// ActInvariance), and their test names: BACKEND_ACTIVATION_MODE, e.g. gpu_silu_quant_fp8.
+using ActParam = std::tuple<Backend, Activation, ActMode>;
+inline auto every_act_param() {
+  return ::testing::Combine(
+      ::testing::Values(Backend::kCPU, Backend::kGPU),
+      ::testing::Values(Activation::kSilu, Activation::kGeluTanh, Activation::kGelu),
+      ::testing::Values(ActMode::kForward, ActMode::kQuantFp8, ActMode::kBackward));
+}
+std::string act_param_name(const ::testing::TestParamInfo<ActParam>& info);
 
 }  // namespace fusekit::testing

@@ -20,9 +20,7 @@
 namespace fusekit::testing {
 namespace {
 
-using Param = std::tuple<Backend, Activation, ActMode>;
-
-class ActInvariance : public ::testing::TestWithParam<Param> {
+class ActInvariance : public ::testing::TestWithParam<ActParam> {
  protected:
   void SetUp() override {
     FUSEKIT_SKIP_UNLESS_AVAILABLE(std::get<0>(GetParam()));
@@ -40,12 +38,6 @@ std::vector<uint64_t> row_bits(const ActRun& run, int64_t r) {
 
 void copy_row(const RowBuffer& from, int64_t r, RowBuffer& to) {
   for (int64_t j = 0; j < to.cols(); ++j) to.set(0, j, from.get(r, j));
-}
-
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  const auto [backend, act, mode] = info.param;
-  return std::string(backend_name(backend)) + "_" + activation_name(act) + "_" +
-         act_mode_name(mode);
 }
 
 // A batch of the quantized op's, bf16 with a fused input, seeded by its row length.
@@ -152,14 +144,7 @@ TEST_P(ActInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, ActInvariance,
-    ::testing::Combine(::testing::Values(Backend::kCPU, Backend::kGPU),
-                       ::testing::Values(Activation::kSilu, Activation::kGeluTanh,
-                                         Activation::kGelu),
-                       ::testing::Values(ActMode::kForward, ActMode::kQuantFp8,
-                                         ActMode::kBackward)),
-    param_name);
+INSTANTIATE_TEST_SUITE_P(All, ActInvariance, every_act_param(), act_param_name);
 
 }  // namespace
 }  // namespace fusekit::testing

@@ -24,8 +24,6 @@
 namespace fusekit::testing {
 namespace {
 
-using Param = std::tuple<Backend, Activation, ActMode>;
-
 std::vector<ActCase> cases_for(Activation act, ActMode mode) {
   std::vector<ActCase> cases;
   const DType dtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat32};
@@ -120,7 +118,7 @@ std::vector<ActCase> cases_for(Activation act, ActMode mode) {
   return cases;
 }
 
-class ActValues : public ::testing::TestWithParam<Param> {};
+class ActValues : public ::testing::TestWithParam<ActParam> {};
 
 TEST_P(ActValues, MatchesFloat64Reference) {
   const auto [backend, act, mode] = GetParam();
@@ -413,20 +411,7 @@ TEST(ActQuantLaunchShapes, EveryKernelBuildWritesTheCpuBits) {
   if (clusters) EXPECT_GT(cluster_runs, 0);
 }
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  const auto [backend, act, mode] = info.param;
-  return std::string(backend_name(backend)) + "_" + activation_name(act) + "_" +
-         act_mode_name(mode);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    All, ActValues,
-    ::testing::Combine(::testing::Values(Backend::kCPU, Backend::kGPU),
-                       ::testing::Values(Activation::kSilu, Activation::kGeluTanh,
-                                         Activation::kGelu),
-                       ::testing::Values(ActMode::kForward, ActMode::kQuantFp8,
-                                         ActMode::kBackward)),
-    param_name);
+INSTANTIATE_TEST_SUITE_P(All, ActValues, every_act_param(), act_param_name);
 
 }  // namespace
 }  // namespace fusekit::testing
