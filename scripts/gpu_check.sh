@@ -120,8 +120,8 @@ python_env=(env FUSEKIT_LIBRARY="$PWD/$BUILD_DIR/torch/libfusekit_torch.so" PYTH
 # the GPU idle between its launches; in 8 groups of whole files 277 s, in 8 dealt so 230 s (the
 # longest group 213 s, the others 51-170; 2026-12-04). With PYTEST_TIMES (a previous run's
 # LOG_DIR/pytest/times.txt, "seconds test" lines) the tests are dealt longest first, each to the
-# group with the least time so far: on an H100 the groups dealt in turn took 68-198 s, the longest
-# held by one 76 s test (torch.compile's CPU code generation), for a mean of 122 s (2026-12-05).
+# group with the least time so far: on an H100 the groups dealt in turn took 68-198 s for a mean
+# of 122 s, the longest holding two slow tests of torch.compile's CPU code generation (2026-12-05).
 # Each group's log is LOG_DIR/pytest/group-K.log, with every test's time, slowest first; the
 # step fails if any group does, and writes LOG_DIR/pytest/times.txt for the next run.
 pytest_in_groups() {
