@@ -58,9 +58,12 @@ def main() -> None:
     doc = json.load(open(args.json))
     env = doc["env"]
     gpu = env.get("gpu")
+    # The torch.compile column depends on how it was compiled (--compile); runs before the
+    # option existed compiled one function per op for all shapes ("shared").
+    compile_mode = (env.get("options") or {}).get("compile", "shared")
     print(f"<!-- {gpu['name'] if isinstance(gpu, dict) else env.get('device')}, commit "
           f"{(env.get('commit') or {}).get('commit')}, {env['date']}, copy "
-          f"{doc['copy_GBps']:.0f} GB/s -->")
+          f"{doc['copy_GBps']:.0f} GB/s, torch.compile {compile_mode} -->")
     families = {}
     for row in doc["rows"]:  # rows of the first JSONs have no family: they are norms
         families.setdefault(row.get("family", "norm"), []).append(row)
