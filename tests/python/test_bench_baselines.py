@@ -84,6 +84,25 @@ def test_compile_per_n_keeps_the_hidden_size_fixed(monkeypatch, mode):
         assert x_sizes == [(4, 32), ("s", 32), ("s", "s")], graphs
 
 
+@pytest.mark.parametrize("mode", ["per-n", "shared", "per-shape"])
+def test_run_header_says_how_torch_compile_was_compiled(mode):
+    # The compile column's numbers depend on the mode (shared ran dynamic-size kernels from the
+    # second N on), so the run's header names it wherever that column is in the table.
+    from fusekit.bench import baselines, report
+
+    env = {"gpu": None, "cpu": "x86_64", "torch": torch.__version__, "triton": None,
+           "fusekit": "0", "fusekit_build": {}, "commit": {"commit": "abc1234"},
+           "timing": "host", "options": {"compile": mode, "impls": ["fusekit", "compile"]}}
+    lines = report.summary(env, 1.0).splitlines()
+    named = [line for line in lines if line.startswith("torch.compile:")]
+    assert named == [f"torch.compile: --compile {mode}, {baselines.COMPILE_MODE_NOTES[mode]}"]
+    others = [m for m in baselines.COMPILE_MODES if m != mode]
+    assert not any(f"--compile {m}," in line for line in lines for m in others)
+    env["options"]["impls"] = ["fusekit", "eager"]  # no compile column: nothing to say
+    assert not any(line.startswith("torch.compile:")
+                   for line in report.summary(env, 1.0).splitlines())
+
+
 def test_compile_mode_is_checked(tmp_path):
     proc, _, _ = run_bench(tmp_path, "--quick", "--device", "cpu", "--compile", "sometimes")
     assert proc.returncode != 0

@@ -388,7 +388,13 @@ def load_seed(seed_dir: str):
     return module
 
 
-COMPILE_MODES = ("per-n", "shared", "per-shape")
+# How each --compile mode compiles, as a run's header states it (report.summary).
+COMPILE_MODE_NOTES = {
+    "per-n": "compiled afresh per op and hidden size N, dynamic in M from its second batch size",
+    "shared": "one compiled function per op for every shape (every size dynamic once N changes)",
+    "per-shape": "compiled afresh per shape with dynamic=False",
+}
+COMPILE_MODES = tuple(COMPILE_MODE_NOTES)
 
 
 class Implementations:

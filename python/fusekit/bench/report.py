@@ -37,6 +37,8 @@ import subprocess
 
 import torch
 
+from .baselines import COMPILE_MODE_NOTES
+
 SCHEMA = 1
 
 
@@ -246,4 +248,10 @@ def summary(env: dict, copy_gbps: float) -> str:
         "call us = host wall clock per call of back-to-back calls (dispatch included); "
         "fusekit x / call x = baseline time / fusekit time",
     ]
+    # The torch.compile column's numbers depend on how it was compiled (a shared compile ran
+    # dynamic-size kernels from the second hidden size on): say so where it is in the table.
+    options = env.get("options") or {}
+    mode = options.get("compile")
+    if mode and "compile" in (options.get("impls") or ()):
+        lines.append(f"torch.compile: --compile {mode}, {COMPILE_MODE_NOTES[mode]}")
     return "\n".join(lines)
