@@ -64,8 +64,17 @@ def _check_residual_updatable(op: str, residual: Tensor) -> None:
 
 def _writable_rows(residual: Tensor) -> Tensor:
     """residual itself when the kernels can update it in place, else a contiguous copy (the
-    caller copies it back)."""
+    caller hands it to _residual_updated)."""
     return residual if _is_rows(residual) else residual.contiguous()
+
+
+def _residual_updated(rows: Tensor, residual: Tensor) -> None:
+    """After a kernel updated `rows` (_writable_rows(residual)): the copy's values back into
+    residual, or residual's version counter bumped where the kernel wrote it in place."""
+    if rows is not residual:
+        residual.copy_(rows)
+    else:
+        _mutated(residual)
 
 
 def rms_norm_quant_fp8(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float = 0.0,
@@ -162,10 +171,7 @@ def fused_add_rms_norm_quant_fp8(x: Tensor, residual: Tensor, weight: Tensor, ep
             with _not_recorded(x, weight):
                 q, s = _OPS.fused_add_rms_norm_quant_fp8(xr, rr, w, eps, format, weight_offset,
                                                          bound, scale_keepdim)
-        if rr is not residual:
-            residual.copy_(rr)
-        else:
-            _mutated(residual)
+        _residual_updated(rr, residual)
     else:
         with torch.no_grad():
             h = _eager.add(x, residual)
@@ -203,10 +209,7 @@ def fused_add_rms_norm_quant_fp8_static(x: Tensor, residual: Tensor, weight: Ten
             with _not_recorded(x, weight, scale):
                 q = _OPS.fused_add_rms_norm_quant_fp8_static(xr, rr, w, scale, eps, format,
                                                              weight_offset)
-        if rr is not residual:
-            residual.copy_(rr)
-        else:
-            _mutated(residual)
+        _residual_updated(rr, residual)
     else:
         with torch.no_grad():
             h = _eager.add(x, residual)
