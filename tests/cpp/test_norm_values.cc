@@ -150,6 +150,18 @@ TEST_P(NormValues, LongRows) {
         expect_case(c);
       }
     }
+    // The Hugging Face Llama order (weight after the cast) on rows the cluster path covers
+    // exactly (bf16: 16 blocks of 512 threads at 262144), where RMSNorm takes the order's branch
+    // once a row rather than per element (norm_cluster_kernel.cuh).
+    for (int64_t n : {32768, 262144}) {
+      c.rows = 3;
+      c.cols = n;
+      c.seed = seed++;
+      c.stats = false;
+      c.weight_after_cast = true;
+      expect_case(c);
+      c.weight_after_cast = false;
+    }
     // On the GPU, many more rows than it holds clusters of the cluster path, so that each
     // cluster normalizes a dozen rows or so in turn, its exchange slots cycling through their
     // reuses (norm_cluster_kernel.cuh).

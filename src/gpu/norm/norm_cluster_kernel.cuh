@@ -60,6 +60,16 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // The next row's slice in registers beside the current one, except where two blocks per SM and
   // two inputs (LayerNorm with the add) leave no registers for it.
   constexpr bool kPrefetch = K::kMinBlocksPerSm == 1 || !K::kAdd;
+  // RMSNorm's exact rows take the weight_after_cast branch once per row, as the registers kernels
+  // do. Tested per element, the flag put a branch around each element's output in the row's tail
+  // (ptxas of CUDA 13, 16 x 512 threads, four groups, bf16: rms_norm 98 branches, 58 with the
+  // flag taken once; the fused add 97 -> 58 and 113 -> 101 registers). The outputs are the same
+  // bits either way. Elsewhere the per-element flag compiled to selects (LayerNorm, the rows of
+  // whole groups: two tails only added code), and the fp8 forms' two tails beside the codes'
+  // math spill at the 64 registers of two blocks an SM (96 bytes against 4).
+  constexpr bool kFlagOncePerRow = kFit == RowFit::kExact && !K::kLayer && !K::kFp8Out;
+  constexpr OutputForm kForm =
+      kFlagOncePerRow ? OutputForm::kSplitTails : OutputForm::kFlagPerElement;
 
   __shared__ float scratch[2][kValues][K::kScratch];        // [row parity][value]
   __shared__ float partial[2][kValues][kMaxClusterBlocks];  // [row parity][value][sender rank]
@@ -187,10 +197,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     } else {
       load_slice(row, x, h);
     }
-    finish_row<K, kFit, OutputForm::kFlagPerElement>(a, row, true, t, tpr, first_col, a.items, x,
-                                                     h, affine, reduce, cluster_max,
-                                                     t == 0 && rank == 0,
-                                                     StaticScaleAtCodes{a.static_scale}, moments);
+    finish_row<K, kFit, kForm>(a, row, true, t, tpr, first_col, a.items, x, h, affine, reduce,
+                               cluster_max, t == 0 && rank == 0,
+                               StaticScaleAtCodes{a.static_scale}, moments);
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {

@@ -52,9 +52,11 @@ namespace fusekit::gpu {
 
 // How finish_row writes a row's outputs.
 enum class OutputForm {
-  // One tail with the weight_after_cast flag tested per element (the kernels with bounds).
+  // One tail with the weight_after_cast flag tested per element (the kernels with bounds, and
+  // the cluster kernels but RMSNorm's exact rows: norm_cluster_kernel.cuh says why).
   kFlagPerElement,
-  // The flag taken once, a tail for each value (the bounds-free kernels).
+  // The flag taken once, a tail for each value (the bounds-free registers kernels, RMSNorm's
+  // exact rows on the cluster path).
   kSplitTails,
   // The plain form (NormTraits::kPlainBuilt, plain_norm_call): a weight with no offset, no
   // weight_after_cast and no stats outputs, all known at compile time. One tail and no
