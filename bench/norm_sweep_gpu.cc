@@ -117,9 +117,11 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
     configs.push_back(c);
   };
   add(heuristic);
-  // Where the heuristic takes the plain kernels, its config in the general form too (labelled
-  // "general"): what the plain kernels are worth at the same launch.
-  const bool general_twin = heuristic.path == NormConfig::Path::kRegisters && heuristic.plain;
+  // Where the heuristic takes the plain kernels (registers path, or the cluster path's exact
+  // rows), its config in the general form too (labelled "general"): what the plain kernels are
+  // worth at the same launch.
+  const bool general_twin = heuristic.plain && (heuristic.path == NormConfig::Path::kRegisters ||
+                                                heuristic.path == NormConfig::Path::kCluster);
   if (general_twin) {
     NormConfig general = heuristic;
     general.plain = false;

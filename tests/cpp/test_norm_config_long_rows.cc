@@ -53,6 +53,53 @@ TEST(NormConfig, LongRowsSpreadOverAClusterWhereThereAreClusters) {
   EXPECT_EQ(choose_norm_config(s).path, NormConfig::Path::kStaged);
 }
 
+// Rows a cluster's blocks cover exactly take the cluster kernel's plain form where the call is
+// plain (a weight and nothing else, 16-bit tensors of one dtype: NormShape::plain_form), at every
+// batch; slices (the last block short) and calls that are not plain take the general kernels.
+TEST(NormConfig, ExactClusterCoversTakeThePlainKernelsWhereTheCallIsPlain) {
+  NormShape s;
+  s.max_cluster_blocks = 16;
+  s.max_smem_bytes = 227 * 1024;
+  for (bool layer : {false, true}) {
+    for (bool add : {false, true}) {
+      s.layer = layer;
+      s.adds_residual = add;
+      // 16 x 512, 2 x 512, 5 x 128 and 3 x 256 threads of four groups (bf16).
+      for (int64_t cols : {262144, 32768, 20480, 24576}) {
+        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
+                     " N=" + std::to_string(cols));
+        s.cols = cols;
+        s.plain_form = true;
+        s.rows = 1;
+        const NormConfig c = choose_norm_config(s);
+        ASSERT_EQ(c.path, NormConfig::Path::kCluster);
+        EXPECT_TRUE(cluster_covers_row(s, c));
+        EXPECT_TRUE(c.plain);
+        EXPECT_NE(c.to_string().find(",plain)"), std::string::npos) << c.to_string();
+        for (int64_t rows : {3, 1024, 100000}) {  // N alone decides (batch invariance)
+          s.rows = rows;
+          EXPECT_EQ(choose_norm_config(s).to_string(), c.to_string());
+        }
+        s.plain_form = false;
+        const NormConfig general = choose_norm_config(s);
+        EXPECT_FALSE(general.plain);
+        EXPECT_EQ(general.cluster_blocks, c.cluster_blocks);
+        EXPECT_EQ(general.block_threads, c.block_threads);
+      }
+    }
+  }
+  // N = 18432 bf16 without the add: slices of 512 groups, the last block short (no exact cover
+  // of 128 threads or more): the general kernel, plain call or not.
+  s.layer = false;
+  s.adds_residual = false;
+  s.cols = 18432;
+  s.plain_form = true;
+  const NormConfig slices = choose_norm_config(s);
+  ASSERT_EQ(slices.path, NormConfig::Path::kCluster);
+  EXPECT_FALSE(cluster_covers_row(s, slices));
+  EXPECT_FALSE(slices.plain);
+}
+
 // A device whose clusters are capped (FUSEKIT_MAX_CLUSTER_BLOCKS, or a GPU with smaller ones):
 // long rows take the largest cluster under the cap that holds them, else the staged path, and
 // no choice, split rows included, asks for more blocks than the cap.

@@ -362,6 +362,69 @@ TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
   ASSERT_TRUE(gpu_synchronize(0).ok());
 }
 
+// The cluster kernel's plain form (a weight and nothing else: rows its blocks cover exactly,
+// NormConfig::plain) against its general form on the same launch (rstd asked for): the same bits,
+// in every form and both 16-bit dtypes. N = 20480: 5 blocks of 128 threads, 32768: 2 of 512,
+// 262144: 16 of 512 over 40 rows, more than the GPU holds such clusters, so that each cluster
+// loops over rows (the plain kernel's slot reuse and prefetch). Zero weights of both signs
+// (LaunchShapeInputs) catch a +0 offset added where the plain form adds none.
+TEST(NormLaunchShapes, PlainClusterKernelsGiveTheGeneralBits) {
+  FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
+  struct Shape {
+    int64_t n, m;
+    int threads;
+  };
+  for (int form = 0; form < 4; ++form) {
+    const bool layer = (form & 1) != 0, add = (form & 2) != 0;
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      for (const Shape& shape_case : {Shape{20480, 3, 128}, Shape{32768, 3, 512},
+                                      Shape{262144, 40, 512}}) {
+        const int64_t n = shape_case.n, m = shape_case.m;
+        if (n == 262144 && dtype != DType::kBFloat16) continue;
+        SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) + " " +
+                     dtype_name(dtype) + " N=" + std::to_string(n));
+        LaunchShapeInputs in(layer, add, dtype, m, n, static_cast<uint32_t>(n + form));
+        detail::NormProblem& p = in.p;
+        gpu::NormShape shape;
+        ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
+        if (shape.max_cluster_blocks < 2) GTEST_SKIP() << "this GPU has no thread-block clusters";
+        gpu::NormConfig config;
+        if (!gpu::make_norm_config(shape, gpu::NormConfig::Path::kCluster, shape_case.threads,
+                                   gpu::kNormClusterMaxItems, &config)) {
+          continue;  // more blocks than this GPU's clusters hold
+        }
+        ASSERT_TRUE(gpu::cluster_covers_row(shape, config));
+        std::vector<uint64_t> reference;
+        for (bool plain : {false, true}) {
+          config.plain = plain;
+          SCOPED_TRACE(config.to_string());
+          RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+          RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
+          p.rstd = plain ? nullptr : static_cast<float*>(rstd.data());
+          p.out = out.data();
+          p.out_stride = n;
+          p.residual_out = r_out.data();
+          p.residual_out_stride = n;
+          gpu::NormLaunchOverrides overrides;
+          overrides.config = &config;
+          ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+          ASSERT_TRUE(gpu_synchronize(0).ok());
+          out.download();
+          r_out.download();
+          std::vector<uint64_t> bits;
+          for (int64_t row = 0; row < m; ++row) {
+            for (int64_t j = 0; j < n; ++j) {
+              bits.push_back(out.raw(row, j));
+              if (add) bits.push_back(r_out.raw(row, j));
+            }
+          }
+          expect_bits_of_first_launch(&reference, bits);
+        }
+      }
+    }
+  }
+}
+
 // The cluster path's shapes (blocks per row x groups per thread) change the summation order, so
 // they need not agree bitwise; each must agree with the staged path (one block per row) to within
 // the rounding of the output: 2^-6 relative (a few ulps of bf16; the float32 sums of 32768 terms

@@ -45,7 +45,7 @@ namespace fusekit::gpu {
 // which a block sends only after row_sum's barrier of row i + 2, past all its reads of row i's.
 // A block exits only after its last row's partials have arrived, so no send is outstanding into
 // shared memory that is gone.
-template <class K, RowFit kFit>
+template <class K, RowFit kFit, bool kPlain = false>
 __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     norm_cluster_kernel(NormKernelArgs a) {
   if constexpr (!warp_size_compiled<K::kWarp>() || !clusters_compiled()) return stub_launched();
@@ -68,8 +68,17 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   // whole groups: two tails only added code), and the fp8 forms' two tails beside the codes'
   // math spill at the 64 registers of two blocks an SM (96 bytes against 4).
   constexpr bool kFlagOncePerRow = kFit == RowFit::kExact && !K::kLayer && !K::kFp8Out;
-  constexpr OutputForm kForm =
-      kFlagOncePerRow ? OutputForm::kSplitTails : OutputForm::kFlagPerElement;
+  // kPlain (exact rows of a plain call, cluster_takes_plain in norm_launch.cuh): the plain form,
+  // one tail with no weight offset, no weight_after_cast and no stats (OutputForm::kPlain), 60-150
+  // instructions a row shorter than the general tails (bench/NOTES.md, "Norm v62"). RMSNorm alone
+  // keeps its row packed through the reductions there (kPackedRow), as its general kernel does:
+  // left to ptxas, its floats spilled 44 bytes at the 64 registers of two blocks an SM.
+  static_assert(!kPlain || (kFit == RowFit::kExact && K::kPlainBuilt), "plain: exact rows");
+  constexpr bool kPackedRow =
+      kPlain && !K::kLayer && !K::kAdd && sizeof(typename K::TR) == 2;
+  constexpr OutputForm kForm = kPlain            ? OutputForm::kPlain
+                               : kFlagOncePerRow ? OutputForm::kSplitTails
+                                                 : OutputForm::kFlagPerElement;
 
   __shared__ float scratch[2][kValues][K::kScratch];        // [row parity][value]
   __shared__ float partial[2][kValues][kMaxClusterBlocks];  // [row parity][value][sender rank]
@@ -168,10 +177,16 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   const float weight_offset = weight_offset_of(a);
   const TW* weight = static_cast<const TW*>(a.weight);
   const TW* bias = static_cast<const TW*>(a.bias);
-  // Weight and bias come from cache: every row reads them.
+  // Weight and bias come from cache: every row reads them. The plain form's weight is present and
+  // has no offset.
   auto affine = [&](int, int col, float (&wv)[G], float (&bv)[G]) {
-    affine_values<K>(weight_group<K, kFit>(weight, col, n), bias_group<K, kFit>(bias, col, n),
-                     weight_offset, wv, bv);
+    if constexpr (kPlain) {
+      affine_values<K>(load_item<K>(weight, col, n, kEveryItemVector<K, kFit>),
+                       bias_group<K, kFit>(bias, col, n), wv, bv);
+    } else {
+      affine_values<K>(weight_group<K, kFit>(weight, col, n), bias_group<K, kFit>(bias, col, n),
+                       weight_offset, wv, bv);
+    }
   };
 
   Packed<TX, G> x[kItems], next_x[kPrefetch ? kItems : 1];
@@ -197,9 +212,9 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
     } else {
       load_slice(row, x, h);
     }
-    finish_row<K, kFit, kForm>(a, row, true, t, tpr, first_col, a.items, x, h, affine, reduce,
-                               cluster_max, t == 0 && rank == 0,
-                               StaticScaleAtCodes{a.static_scale}, moments);
+    finish_row<K, kFit, kForm, kPackedRow>(a, row, true, t, tpr, first_col, a.items, x, h,
+                                           affine, reduce, cluster_max, t == 0 && rank == 0,
+                                           StaticScaleAtCodes{a.static_scale}, moments);
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {

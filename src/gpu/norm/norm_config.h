@@ -69,7 +69,8 @@ struct NormConfig {
   // same bits as the general ones) where the call is plain and they are built. The heuristic sets
   // it up to twice as many rows as SMs, where a call's time is mostly its instruction latency
   // (at larger batches they measured 2-6% slower: bench/NOTES.md, "Norm v17"), and beyond that
-  // for LayerNorm's rows and with packed_row (norm_config.cc says which).
+  // for LayerNorm's rows and with packed_row (norm_config.cc says which). Cluster path: the
+  // plain cluster kernel, for rows its blocks cover exactly (norm_config_long_rows.cc).
   bool plain = false;
   // Registers path, the plain kernels without the add (LayerNorm's and RMSNorm's; the call must
   // be plain, and the config's `plain` is set with it) of three groups a thread on 256 or 512

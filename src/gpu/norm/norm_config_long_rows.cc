@@ -35,12 +35,20 @@ NormConfig choose_long_row_norm_config(const NormShape& shape) {
   // new clusters take 0.65-0.98x the time at M >= 2048 and 0.42-0.52x at M = 1; at M = 256 in
   // graph replay the fused add's lose (1.11-1.23x at N = 18432-24576), as does
   // rms_norm_quant_fp8 at 18432 (1.08x), and the path cannot change with the batch.
+  //
+  // Exact covers take the plain form where the call is plain (NormShape::plain_form; the same
+  // bits): the loop over a cluster's rows is near issue-bound on an H200, and the plain tail is
+  // 60-150 instructions a row shorter than the general one (bench/NOTES.md, "Norm v62").
   const int items = kNormClusterMaxItems;
   if (shape.max_cluster_blocks > 1) {
     const bool whole = shape.cols % shape.group_elems == 0;
     auto exact_cluster = [&](int threads) {
-      return whole && groups % (static_cast<int64_t>(threads) * items) == 0 &&
-             make_norm_config(shape, NormConfig::Path::kCluster, threads, items, &c);
+      if (!whole || groups % (static_cast<int64_t>(threads) * items) != 0 ||
+          !make_norm_config(shape, NormConfig::Path::kCluster, threads, items, &c)) {
+        return false;
+      }
+      c.plain = shape.plain_form && !shape.fp8_output;
+      return true;
     };
     for (int threads = kNormClusterThreads; threads >= kNormClusterMinThreads; threads /= 2) {
       if (exact_cluster(threads)) return c;

@@ -29,7 +29,7 @@ std::string NormConfig::to_string() const {
       << (plain ? ",plain" : "") << (packed_row ? ",packed" : "") << ")";
   } else if (path == Path::kCluster) {
     s << "cluster(blocks=" << cluster_blocks << ",threads=" << threads_per_row
-      << ",items=" << items << ")";
+      << ",items=" << items << (plain ? ",plain" : "") << ")";
   } else {
     s << "staged(threads=" << threads_per_row << ",smem_groups=" << smem_groups << ")";
   }

@@ -244,20 +244,29 @@ FUSEKIT_DEVICE float weight_offset_of(const NormKernelArgs& a) {
   return a.weight != nullptr ? a.weight_offset : 0.0f;
 }
 
-// Weight (offset added) and bias as floats from their packed groups (RMSNorm: bias zeros).
+// Weight and bias as floats from their packed groups (RMSNorm: bias zeros); the plain form's
+// (OutputForm::kPlain: no offset).
 template <class K>
 FUSEKIT_DEVICE void affine_values(const Packed<typename K::TW, K::kGroup>& w,
-                                  const Packed<typename K::TW, K::kGroup>& b, float weight_offset,
+                                  const Packed<typename K::TW, K::kGroup>& b,
                                   float (&wv)[K::kGroup], float (&bv)[K::kGroup]) {
   to_floats(w, wv);
-#pragma unroll
-  for (int e = 0; e < K::kGroup; ++e) wv[e] += weight_offset;
   if constexpr (K::kLayer) {
     to_floats(b, bv);
   } else {
 #pragma unroll
     for (int e = 0; e < K::kGroup; ++e) bv[e] = 0.0f;
   }
+}
+
+// The same with the weight's offset added.
+template <class K>
+FUSEKIT_DEVICE void affine_values(const Packed<typename K::TW, K::kGroup>& w,
+                                  const Packed<typename K::TW, K::kGroup>& b, float weight_offset,
+                                  float (&wv)[K::kGroup], float (&bv)[K::kGroup]) {
+  affine_values<K>(w, b, wv, bv);
+#pragma unroll
+  for (int e = 0; e < K::kGroup; ++e) wv[e] += weight_offset;
 }
 
 }  // namespace fusekit::gpu

@@ -105,7 +105,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   constexpr int G = K::kGroup;
   const int n = static_cast<int>(a.cols);  // <= 262144 on these paths
   static_assert(!kPackedRow || (!K::kAdd && !K::kFp8Out && sizeof(TR) == 2 &&
-                                !Moments::kUsed && !Moments::kTree),
+                                (!K::kLayer || (!Moments::kUsed && !Moments::kTree))),
                 "a packed row: 16-bit, no add, no fp8 output, LayerNorm's in two reductions");
   // Makes h's words opaque to the compiler (opaque_register), so that what follows unpacks them
   // again and nothing unpacked before stays live.

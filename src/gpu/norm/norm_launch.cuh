@@ -198,18 +198,29 @@ auto one_group_registers_kernel(bool plain) {
   return norm_registers_kernel<K, RowFit::kLastPartial, 1, false, false, kThreads>;
 }
 
+// Whether a cluster launch of RowFit `fit` takes the plain form of the cluster kernel: rows its
+// blocks cover exactly, a plain call (`plain`: the config's and the call's, plain_norm_call), and
+// K's plain kernels built (16-bit tensors of one dtype, no fp8 output). The loop over a cluster's
+// rows is near issue-bound on an H200, and the plain form's tail is 60-150 instructions a row
+// shorter (bench/NOTES.md, "Norm v62").
+template <class K>
+constexpr bool cluster_takes_plain(RowFit fit, bool plain) {
+  return K::kPlainBuilt && K::kLoad == K::kGroup && !K::kRuns && fit == RowFit::kExact && plain;
+}
+
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
 // 4, 3 and 5 (kNormOddItemCounts; what the heuristic takes; five where odd_items_built), those of
 // 1, 2 and 4 also with rows shared among blocks (NormConfig::output_parts) and with the row's
 // thread count fixed (exact_registers_kernel), those of 3 and 5 so in LayerNorm alone's plain form
 // (layer_plain_registers_kernel), and the fused add's four-group one also with its weight at the
 // output (NormConfig::weight_at_output; other kernels ignore the flag); the exact cluster kernel
-// for its kMaxItems. The registers kernels of three and four (kMaxItems) groups per thread come
-// for RowFit::kLastPartial too (last_partial_items_built), at either access width (K::kLoad), the
-// only fit besides kAny for rows of narrower accesses; so do, at full width only, the one of five
-// where odd_items_built (five_last_partial), the one of one group per thread on a one-row block
-// of 128 threads in the fixed-thread forms (one_group_registers_kernel), and LayerNorm alone's
-// plain ones of three, four and five (layer_plain_registers_kernel). LayerNorm's other registers
+// for its kMaxItems, also in the plain form (cluster_takes_plain). The registers kernels of three
+// and four (kMaxItems) groups per thread come for RowFit::kLastPartial too
+// (last_partial_items_built), at either access width (K::kLoad), the only fit besides kAny for
+// rows of narrower accesses; so do, at full width only, the one of five where odd_items_built
+// (five_last_partial), the one of one group per thread on a one-row block of 128 threads in the
+// fixed-thread forms (one_group_registers_kernel), and LayerNorm alone's plain ones of three,
+// four and five (layer_plain_registers_kernel). LayerNorm's other registers
 // kernels come twice: for rows of a power-of-two number of whole groups (`power_of_two_rows`:
 // their moments in one reduction) and for the rest.
 //
@@ -244,7 +255,14 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
   if (cfg.path == NormConfig::Path::kCluster) {
     static_assert(kNormClusterMaxItems == K::kMaxItems, "cluster kernel: kMaxItems groups");
     if constexpr (kFull) {
-      if (fit == RowFit::kExact) return norm_cluster_kernel<K, RowFit::kExact>;
+      if (fit == RowFit::kExact) {
+        if constexpr (K::kPlainBuilt) {
+          if (cluster_takes_plain<K>(fit, plain)) {
+            return norm_cluster_kernel<K, RowFit::kExact, true>;
+          }
+        }
+        return norm_cluster_kernel<K, RowFit::kExact>;
+      }
       if (fit == RowFit::kWhole) return norm_cluster_kernel<K, RowFit::kWhole>;
     }
     return norm_cluster_kernel<K, RowFit::kAny>;
@@ -382,12 +400,14 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   const int64_t groups = a.cols / K::kGroup;
   const bool power_of_two_rows =
       a.cols % K::kGroup == 0 && groups > 0 && (groups & (groups - 1)) == 0;
-  auto kernel =
-      pick_norm_kernel<K>(fit, cfg, cfg.plain && plain_norm_call(a), power_of_two_rows);
+  const bool plain = cfg.plain && plain_norm_call(a);
+  auto kernel = pick_norm_kernel<K>(fit, cfg, plain, power_of_two_rows);
+  // The cluster kernel taken: one a RowFit, and the exact rows' plain form beside it.
+  const int cluster_kernel =
+      static_cast<int>(fit) + (cluster && cluster_takes_plain<K>(fit, plain) ? kRowFitCount : 0);
   if (cluster_blocks > 8) {
-    static std::atomic<bool> allowed[kRowFitCount][kMaxDevicesTracked];  // one kernel a RowFit
-    std::atomic<bool>& done =
-        allowed[static_cast<int>(fit)][info.index % kMaxDevicesTracked];
+    static std::atomic<bool> allowed[2 * kRowFitCount][kMaxDevicesTracked];
+    std::atomic<bool>& done = allowed[cluster_kernel][info.index % kMaxDevicesTracked];
     if (!done.load()) {
       const ErrorCode e = allow_large_clusters(kernel);
       if (e != kSuccess) return status_from("norm: allowing 16-block clusters", e);
@@ -397,12 +417,13 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   // The cluster kernel loops over rows in as many clusters as the GPU holds at once.
   int64_t resident_clusters = 0;
   if (cluster) {
-    // Per RowFit (one kernel each) and cluster size (up to kMaxClusterBlocks), for the block size
+    // Per kernel (cluster_kernel) and cluster size (up to kMaxClusterBlocks), for the block size
     // last asked about (a row's blocks are fixed by N): count << 4 | log2(block size); 0: not yet
     // asked.
-    static std::atomic<int> resident[kRowFitCount][kMaxClusterBlocks + 1][kMaxDevicesTracked];
+    static std::atomic<int> resident[2 * kRowFitCount][kMaxClusterBlocks + 1]
+                                    [kMaxDevicesTracked];
     std::atomic<int>& known =
-        resident[static_cast<int>(fit)][std::min(cluster_blocks, kMaxClusterBlocks)]
+        resident[cluster_kernel][std::min(cluster_blocks, kMaxClusterBlocks)]
                 [info.index % kMaxDevicesTracked];
     const int threads_log2 = log2_floor(cfg.block_threads);
     const int cached = known.load();
