@@ -366,8 +366,9 @@ TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
 // NormConfig::plain) against its general form on the same launch (rstd asked for): the same bits,
 // in every form and both 16-bit dtypes. N = 20480: 5 blocks of 128 threads, 32768: 2 of 512,
 // 262144: 16 of 512 over 40 rows, more than the GPU holds such clusters, so that each cluster
-// loops over rows (the plain kernel's slot reuse and prefetch). Zero weights of both signs
-// (LaunchShapeInputs) catch a +0 offset added where the plain form adds none.
+// loops over rows (the plain kernel's slot reuse and prefetch); LayerNorm with and without a
+// bias. Zero weights of both signs (LaunchShapeInputs) catch a +0 offset added where the plain
+// form adds none; the plain kernel reads its weight and bias from its own staged copies.
 TEST(NormLaunchShapes, PlainClusterKernelsGiveTheGeneralBits) {
   FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   struct Shape {
@@ -394,31 +395,39 @@ TEST(NormLaunchShapes, PlainClusterKernelsGiveTheGeneralBits) {
           continue;  // more blocks than this GPU's clusters hold
         }
         ASSERT_TRUE(gpu::cluster_covers_row(shape, config));
-        std::vector<uint64_t> reference;
-        for (bool plain : {false, true}) {
-          config.plain = plain;
-          SCOPED_TRACE(config.to_string());
-          RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
-          RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
-          p.rstd = plain ? nullptr : static_cast<float*>(rstd.data());
-          p.out = out.data();
-          p.out_stride = n;
-          p.residual_out = r_out.data();
-          p.residual_out_stride = n;
-          gpu::NormLaunchOverrides overrides;
-          overrides.config = &config;
-          ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
-          ASSERT_TRUE(gpu_synchronize(0).ok());
-          out.download();
-          r_out.download();
-          std::vector<uint64_t> bits;
-          for (int64_t row = 0; row < m; ++row) {
-            for (int64_t j = 0; j < n; ++j) {
-              bits.push_back(out.raw(row, j));
-              if (add) bits.push_back(r_out.raw(row, j));
+        // The plain kernel's bits against the general one's (rstd asked for) on this launch.
+        auto expect_plain_bits_general = [&] {
+          std::vector<uint64_t> reference;
+          for (bool plain : {false, true}) {
+            config.plain = plain;
+            SCOPED_TRACE(config.to_string() + (layer && p.bias == nullptr ? " no bias" : ""));
+            RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
+            RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
+            p.rstd = plain ? nullptr : static_cast<float*>(rstd.data());
+            p.out = out.data();
+            p.out_stride = n;
+            p.residual_out = r_out.data();
+            p.residual_out_stride = n;
+            gpu::NormLaunchOverrides overrides;
+            overrides.config = &config;
+            ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
+            ASSERT_TRUE(gpu_synchronize(0).ok());
+            out.download();
+            r_out.download();
+            std::vector<uint64_t> bits;
+            for (int64_t row = 0; row < m; ++row) {
+              for (int64_t j = 0; j < n; ++j) {
+                bits.push_back(out.raw(row, j));
+                if (add) bits.push_back(r_out.raw(row, j));
+              }
             }
+            expect_bits_of_first_launch(&reference, bits);
           }
-          expect_bits_of_first_launch(&reference, bits);
+        };
+        expect_plain_bits_general();
+        if (layer) {  // and without a bias, which the plain kernel stages as zeros
+          p.bias = nullptr;
+          expect_plain_bits_general();
         }
       }
     }
