@@ -167,6 +167,33 @@ TEST(RepeatRunsCompared, UnlessTheSanitizerFlagIsSet) {
 // not, the dtype.
 using LaunchShapeParam = std::tuple<bool, bool, DType>;
 
+// Runs *p under `config` (rstd asked for where `stats`) into fresh GPU outputs and puts the bits
+// of out (and of residual_out, with the add) in *bits, row by row.
+void launch_bits(detail::NormProblem* p, const gpu::NormConfig& config, bool stats,
+                 std::vector<uint64_t>* bits) {
+  const int64_t m = p->rows, n = p->cols;
+  RowBuffer out(Backend::kGPU, p->x_dtype, m, n), r_out(Backend::kGPU, p->x_dtype, m, n);
+  RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
+  p->rstd = stats ? static_cast<float*>(rstd.data()) : nullptr;
+  p->out = out.data();
+  p->out_stride = n;
+  p->residual_out = r_out.data();
+  p->residual_out_stride = n;
+  gpu::NormLaunchOverrides overrides;
+  overrides.config = &config;
+  ASSERT_TRUE(gpu::run_norm_gpu_with(*p, nullptr, overrides).ok());
+  ASSERT_TRUE(gpu_synchronize(0).ok());
+  out.download();
+  r_out.download();
+  bits->clear();
+  for (int64_t row = 0; row < m; ++row) {
+    for (int64_t j = 0; j < n; ++j) {
+      bits->push_back(out.raw(row, j));
+      if (p->add_residual) bits->push_back(r_out.raw(row, j));
+    }
+  }
+}
+
 class NormLaunchShapeBits : public ::testing::TestWithParam<LaunchShapeParam> {};
 
 TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
@@ -271,26 +298,8 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
         const bool stats = v % 2 == 1;
         variant.plain = !stats;
         SCOPED_TRACE(variant.to_string() + (stats ? " with rstd" : ""));
-        RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
-        RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
-        p.rstd = stats ? static_cast<float*>(rstd.data()) : nullptr;
-        p.out = out.data();
-        p.out_stride = n;
-        p.residual_out = r_out.data();
-        p.residual_out_stride = n;
-        gpu::NormLaunchOverrides overrides;
-        overrides.config = &variant;
-        ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
-        ASSERT_TRUE(gpu_synchronize(0).ok());
-        out.download();
-        r_out.download();
         std::vector<uint64_t> bits;
-        for (int64_t row = 0; row < m; ++row) {
-          for (int64_t j = 0; j < n; ++j) {
-            bits.push_back(out.raw(row, j));
-            if (add) bits.push_back(r_out.raw(row, j));
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(launch_bits(&p, variant, stats, &bits));
         expect_bits_of_first_launch(&reference, bits);
       }
     }
@@ -401,26 +410,8 @@ TEST(NormLaunchShapes, PlainClusterKernelsGiveTheGeneralBits) {
           for (bool plain : {false, true}) {
             config.plain = plain;
             SCOPED_TRACE(config.to_string() + (layer && p.bias == nullptr ? " no bias" : ""));
-            RowBuffer out(Backend::kGPU, dtype, m, n), r_out(Backend::kGPU, dtype, m, n);
-            RowBuffer rstd(Backend::kGPU, DType::kFloat32, 1, m);
-            p.rstd = plain ? nullptr : static_cast<float*>(rstd.data());
-            p.out = out.data();
-            p.out_stride = n;
-            p.residual_out = r_out.data();
-            p.residual_out_stride = n;
-            gpu::NormLaunchOverrides overrides;
-            overrides.config = &config;
-            ASSERT_TRUE(gpu::run_norm_gpu_with(p, nullptr, overrides).ok());
-            ASSERT_TRUE(gpu_synchronize(0).ok());
-            out.download();
-            r_out.download();
             std::vector<uint64_t> bits;
-            for (int64_t row = 0; row < m; ++row) {
-              for (int64_t j = 0; j < n; ++j) {
-                bits.push_back(out.raw(row, j));
-                if (add) bits.push_back(r_out.raw(row, j));
-              }
-            }
+            ASSERT_NO_FATAL_FAILURE(launch_bits(&p, config, !plain, &bits));
             expect_bits_of_first_launch(&reference, bits);
           }
         };
