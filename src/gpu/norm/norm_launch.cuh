@@ -205,7 +205,7 @@ auto one_group_registers_kernel(bool plain) {
 // shorter (bench/NOTES.md, "Norm v62").
 template <class K>
 constexpr bool cluster_takes_plain(RowFit fit, bool plain) {
-  return K::kPlainBuilt && K::kLoad == K::kGroup && !K::kRuns && fit == RowFit::kExact && plain;
+  return K::kPlainBuilt && fit == RowFit::kExact && plain;
 }
 
 // The registers or cluster kernel for a RowFit. The exact registers kernels exist for items 1, 2,
