@@ -429,23 +429,6 @@ FUSEKIT_DEVICE void allow_dependent_grids() {
 #endif
 }
 
-// 16 bytes from global to shared memory without a round trip through the thread's registers
-// (CUDA sm_80+: cp.async, which the thread waits for with wait_async_copies(); the bytes are then
-// visible to it); elsewhere a load and a store.
-FUSEKIT_DEVICE void copy_16_bytes_async(void* shared_dst, const void* global_src) {
-#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global_src) : "memory");
-#else
-  *static_cast<Bytes16*>(shared_dst) = *static_cast<const Bytes16*>(global_src);
-#endif
-}
-FUSEKIT_DEVICE void wait_async_copies() {
-#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-
 // Thread-block clusters (CUDA sm_90+): the blocks of a cluster run at once and read each other's
 // shared memory. clusters_compiled() says whether the code being compiled can use them: false on
 // HIP and for CUDA architectures before sm_90 (kernels that need clusters start with

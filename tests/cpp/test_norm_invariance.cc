@@ -377,7 +377,7 @@ TEST(NormLaunchShapes, SharedRowOutputsAreRefusedWhereBlocksCouldRace) {
 // 262144: 16 of 512 over 40 rows, more than the GPU holds such clusters, so that each cluster
 // loops over rows (the plain kernel's slot reuse and prefetch); LayerNorm with and without a
 // bias. Zero weights of both signs (LaunchShapeInputs) catch a +0 offset added where the plain
-// form adds none; the plain kernel reads its weight and bias from its own staged copies.
+// form adds none.
 TEST(NormLaunchShapes, PlainClusterKernelsGiveTheGeneralBits) {
   FUSEKIT_SKIP_UNLESS_AVAILABLE(Backend::kGPU);
   struct Shape {
@@ -416,7 +416,7 @@ TEST(NormLaunchShapes, PlainClusterKernelsGiveTheGeneralBits) {
           }
         };
         expect_plain_bits_general();
-        if (layer) {  // and without a bias, which the plain kernel stages as zeros
+        if (layer) {  // and without a bias, where the plain kernel's bias is zeros
           p.bias = nullptr;
           expect_plain_bits_general();
         }

@@ -70,12 +70,12 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   constexpr bool kFlagOncePerRow = kFit == RowFit::kExact && !K::kLayer && !K::kFp8Out;
   // kPlain (exact rows of a plain call, cluster_takes_plain in norm_launch.cuh): the plain form,
   // one tail with no weight offset, no weight_after_cast and no stats (OutputForm::kPlain), 60-150
-  // instructions a row shorter than the general tails (bench/NOTES.md, "Norm v62"), its weight
-  // and bias staged in shared memory (stage_affine below, "Norm v63"). Without the add its row
-  // waits packed through the reductions (kPackedRow): left to ptxas, the floats spilled at the 64
-  // registers of two blocks an SM (RMSNorm 44 bytes; LayerNorm with the staging 96).
+  // instructions a row shorter than the general tails (bench/NOTES.md, "Norm v62"). RMSNorm alone
+  // keeps its row packed through the reductions there (kPackedRow), as its general kernel does:
+  // left to ptxas, its floats spilled 44 bytes at the 64 registers of two blocks an SM.
   static_assert(!kPlain || (kFit == RowFit::kExact && K::kPlainBuilt), "plain: exact rows");
-  constexpr bool kPackedRow = kPlain && !K::kAdd && sizeof(typename K::TR) == 2;
+  constexpr bool kPackedRow =
+      kPlain && !K::kLayer && !K::kAdd && sizeof(typename K::TR) == 2;
   constexpr OutputForm kForm = kPlain            ? OutputForm::kPlain
                                : kFlagOncePerRow ? OutputForm::kSplitTails
                                                  : OutputForm::kFlagPerElement;
@@ -177,50 +177,12 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   const float weight_offset = weight_offset_of(a);
   const TW* weight = static_cast<const TW*>(a.weight);
   const TW* bias = static_cast<const TW*>(a.bias);
-  // The plain form: each thread's weight groups (and LayerNorm's bias groups, zeros where there
-  // is none) copied once into shared memory (the launch's dynamic shared memory: kAffineWords
-  // 16-byte words a thread, its groups side by side and one word of padding, so that the eight
-  // threads of a 16-byte read's phase fall in distinct banks), and read back by the same thread
-  // at each row's outputs at fixed offsets: no round trip to the L2 on a row's path. The general
-  // forms read them from cache group by group after each store (out may alias them, as far as
-  // ptxas knows): kItems round trips a row.
-  constexpr int kAffineWords = (K::kLayer ? 2 : 1) * kItems + 1;
-  extern __shared__ Bytes16 cluster_affine_words[];
-  Bytes16* my_affine = cluster_affine_words + t * kAffineWords;  // [tensor][item]
-  auto stage_affine = [&] {
+  // Weight and bias come from cache: every row reads them. The plain form's weight is present and
+  // has no offset.
+  auto affine = [&](int, int col, float (&wv)[G], float (&bv)[G]) {
     if constexpr (kPlain) {
-      static_assert(sizeof(Packed<TW, G>) == sizeof(Bytes16), "16-byte weight groups");
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        if (i < a.items) {
-          copy_16_bytes_async(&my_affine[i], weight + item_col(i));
-          if constexpr (K::kLayer) {
-            if (bias != nullptr) {
-              copy_16_bytes_async(&my_affine[kItems + i], bias + item_col(i));
-            } else {
-              my_affine[kItems + i] = filled_group<TW, G>(0.0f).raw[0];
-            }
-          }
-        }
-      }
-      wait_async_copies();
-    }
-  };
-  // Weight and bias come from cache (every row reads them), or in the plain form from the
-  // thread's staged groups (its weight is present and has no offset).
-  auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
-    if constexpr (kPlain) {
-      // LayerNorm's reads stay after the previous group's store (a warp barrier ptxas does not
-      // move them across): hoisted together, its fused add spilled 8 bytes at 64 registers.
-      if constexpr (K::kLayer) issue_memory_accesses_here();
-      Packed<TW, G> w, b;
-      w.raw[0] = my_affine[i];
-      if constexpr (K::kLayer) {
-        b.raw[0] = my_affine[kItems + i];
-      } else {
-        b = bias_group<K, kFit>(bias, col, n);  // zeros, no load
-      }
-      affine_values<K>(w, b, wv, bv);
+      affine_values<K>(load_item<K>(weight, col, n, kEveryItemVector<K, kFit>),
+                       bias_group<K, kFit>(bias, col, n), wv, bv);
     } else {
       affine_values<K>(weight_group<K, kFit>(weight, col, n), bias_group<K, kFit>(bias, col, n),
                        weight_offset, wv, bv);
@@ -241,7 +203,6 @@ __global__ void __launch_bounds__(K::kMaxThreads, K::kMinBlocksPerSm)
   };
   int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
   if (kPrefetch && row < a.rows) load_slice(row, x, h);
-  stage_affine();  // its copies in flight beside the first row's loads
   for (int64_t i = 0; row < a.rows; ++i, row += clusters) {
     parity = static_cast<int>(i & 1);
     phase = static_cast<unsigned>(i >> 1) & 1u;

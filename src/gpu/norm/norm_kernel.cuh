@@ -85,10 +85,10 @@ enum class OutputForm {
 // nothing. kForm: OutputForm.
 // kPFirst (finish_row's choice): kept_y holds p = h * w from before the reduction, whose max
 // travels beside the sum (MaxBesideSum, a dynamic scale), and y = p * rstd after it.
-// kPackedRow (16-bit rows without the add; LayerNorm's of two reductions or of the cluster path's
-// slice moments): the row waits packed through the reductions, not as the floats that its sum
-// and its squares unpacked; for kernels built for more blocks an SM than their floats would leave
-// registers for (norm_registers_kernel.cuh, norm_cluster_kernel.cuh).
+// kPackedRow (16-bit rows without the add; LayerNorm's of two reductions): the row waits packed
+// through the reductions, not as the floats that its sum and its squares unpacked; for kernels
+// built for more blocks an SM than their floats would leave registers for
+// (norm_registers_kernel.cuh).
 template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, bool kPackedRow, int kItems,
           class Affine, class Reduce, class ReduceMax, class StaticScale, class Moments,
           class MaxRule>
@@ -105,8 +105,8 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   constexpr int G = K::kGroup;
   const int n = static_cast<int>(a.cols);  // <= 262144 on these paths
   static_assert(!kPackedRow || (!K::kAdd && !K::kFp8Out && sizeof(TR) == 2 &&
-                                (!K::kLayer || !Moments::kTree)),
-                "a packed row: 16-bit, no add, no fp8 output, not LayerNorm's one reduction");
+                                (!K::kLayer || (!Moments::kUsed && !Moments::kTree))),
+                "a packed row: 16-bit, no add, no fp8 output, LayerNorm's in two reductions");
   // Makes h's words opaque to the compiler (opaque_register), so that what follows unpacks them
   // again and nothing unpacked before stays live.
   auto repack = [&] {
@@ -183,7 +183,6 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       return tree_sum(part);
     };
     if constexpr (Moments::kUsed) {
-      if constexpr (kPackedRow) repack();
       const float slice_sum = moments.slice_total(tree_sum(part), 0);
       const float slice_squares =
           moments.slice_total(squares_about(slice_centre(slice_sum, moments.slice_elems)), 1);

@@ -402,16 +402,9 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
       a.cols % K::kGroup == 0 && groups > 0 && (groups & (groups - 1)) == 0;
   const bool plain = cfg.plain && plain_norm_call(a);
   auto kernel = pick_norm_kernel<K>(fit, cfg, plain, power_of_two_rows);
-  // The cluster kernel taken: one a RowFit, and the exact rows' plain form beside it, whose
-  // threads keep their weight (and bias) groups in dynamic shared memory: kMaxItems 16-byte
-  // groups a tensor and a word of padding a thread (norm_cluster_kernel.cuh).
-  const bool plain_cluster = cluster && cluster_takes_plain<K>(fit, plain);
-  const int cluster_kernel = static_cast<int>(fit) + (plain_cluster ? kRowFitCount : 0);
-  if (plain_cluster) {
-    static std::atomic<int> allowed_affine[kMaxDevicesTracked];
-    smem = static_cast<size_t>((K::kLayer ? 2 : 1) * K::kMaxItems + 1) * cfg.block_threads * 16;
-    FUSEKIT_RETURN_IF_ERROR(allow_smem(kernel, smem, info.index, allowed_affine, "norm"));
-  }
+  // The cluster kernel taken: one a RowFit, and the exact rows' plain form beside it.
+  const int cluster_kernel =
+      static_cast<int>(fit) + (cluster && cluster_takes_plain<K>(fit, plain) ? kRowFitCount : 0);
   if (cluster_blocks > 8) {
     static std::atomic<bool> allowed[2 * kRowFitCount][kMaxDevicesTracked];
     std::atomic<bool>& done = allowed[cluster_kernel][info.index % kMaxDevicesTracked];
@@ -425,8 +418,8 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
   int64_t resident_clusters = 0;
   if (cluster) {
     // Per kernel (cluster_kernel) and cluster size (up to kMaxClusterBlocks), for the block size
-    // last asked about (a row's blocks are fixed by N; the plain kernel's shared memory follows
-    // it): count << 4 | log2(block size); 0: not yet asked.
+    // last asked about (a row's blocks are fixed by N): count << 4 | log2(block size); 0: not yet
+    // asked.
     static std::atomic<int> resident[2 * kRowFitCount][kMaxClusterBlocks + 1]
                                     [kMaxDevicesTracked];
     std::atomic<int>& known =
@@ -437,7 +430,7 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     int count = cached >> 4;
     if (cached == 0 || (cached & 15) != threads_log2) {
       const ErrorCode e =
-          max_resident_clusters(kernel, cfg.block_threads, smem, cluster_blocks, &count);
+          max_resident_clusters(kernel, cfg.block_threads, 0, cluster_blocks, &count);
       if (e != kSuccess) return status_from("norm: resident clusters", e);
       if (count < 1) return Status::runtime_error("norm: no cluster of this shape fits the GPU");
       known.store(count << 4 | threads_log2);
