@@ -251,5 +251,64 @@ TEST(NormConfig, PlainRowsPackedPastTwoWaves) {
   }
 }
 
+// RMSNorm alone's plain rows of four groups on 128 and 256 threads (N = 4096 and 8192 bf16) take
+// the packed kernel of a whole SM of threads (its weight at the output) past one wave of the
+// general kernel's blocks and up to one of its own: on 132 SMs 1057-2112 rows of 128 threads,
+// 529-1056 of 256. Not LayerNorm, the fused add, the general form, 512 threads (N = 16384), nor
+// the fp8 output.
+TEST(NormConfig, RmsFourGroupRowsPackedForOneWave) {
+  NormShape s;  // 132 SMs, bf16
+  s.min_blocks_per_sm = 2;
+  s.whole_groups = true;
+  s.outputs_apart = true;
+  s.fixed_threads_built = true;
+  s.plain_form = true;
+  struct Case {
+    int64_t cols, rows;
+    int threads;
+    bool packed;
+  };
+  for (const Case& k : {Case{4096, 1056, 128, false}, Case{4096, 1057, 128, true},
+                        Case{4096, 2048, 128, true}, Case{4096, 2112, 128, true},
+                        Case{4096, 2113, 128, false}, Case{4096, 16384, 128, false},
+                        Case{8192, 528, 256, false}, Case{8192, 529, 256, true},
+                        Case{8192, 1056, 256, true}, Case{8192, 1057, 256, false},
+                        Case{16384, 1024, 512, false}}) {
+    SCOPED_TRACE(std::to_string(k.rows) + " x " + std::to_string(k.cols));
+    const NormConfig c = expect_registers_shape(s, k.cols, k.rows, k.threads, kNormMaxItems);
+    EXPECT_EQ(c.packed_row, k.packed);
+    if (c.packed_row) {
+      EXPECT_TRUE(c.plain);  // the packed kernels are plain ones
+      EXPECT_EQ(c.rows_per_block, 1);
+      EXPECT_FALSE(c.weight_at_output);  // the fused add's flag; the packed kernel implies it
+    }
+  }
+  // Fewer SMs move the bounds with them.
+  NormShape small = s;
+  small.sm_count = 100;
+  EXPECT_FALSE(expect_registers_shape(small, 4096, 800, 128, kNormMaxItems).packed_row);
+  EXPECT_TRUE(expect_registers_shape(small, 4096, 801, 128, kNormMaxItems).packed_row);
+  EXPECT_TRUE(expect_registers_shape(small, 4096, 1600, 128, kNormMaxItems).packed_row);
+  EXPECT_FALSE(expect_registers_shape(small, 4096, 1601, 128, kNormMaxItems).packed_row);
+  // The other forms at a batch the plain RMSNorm rows take it at.
+  NormShape layer = s;
+  layer.layer = true;
+  NormShape general = s;
+  general.plain_form = false;
+  NormShape add = s;
+  add.adds_residual = true;
+  add.min_blocks_per_sm = 1;
+  NormShape fp8 = s;
+  fp8.fp8_output = true;
+  fp8.plain_form = false;
+  for (NormShape other : {layer, general, add, fp8}) {
+    other.rows = 2048;
+    other.cols = 4096;
+    const NormConfig c = choose_norm_config(other);
+    SCOPED_TRACE(c.to_string());
+    EXPECT_FALSE(c.packed_row);
+  }
+}
+
 }  // namespace
 }  // namespace fusekit::gpu
