@@ -214,7 +214,8 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
   // past twice as many rows as SMs), each one-row-a-block config that the exact kernels of 1, 2
   // or 4 groups take on a fixed thread count, or the one-group kernel (rows of 65-127 groups on
   // 128 threads), in the plain form too (labelled ",plain"): what the plain kernels would be
-  // worth there. Only those configs: elsewhere `plain` is not honoured.
+  // worth there; and where a packed kernel is built for it (gpu::packed_row_built, without the
+  // add), packed too (",plain,packed"). Only those configs: elsewhere `plain` is not honoured.
   if (shape.plain_form && shape.fixed_threads_built && shape.whole_groups && !heuristic.plain) {
     const std::size_t before_plain = configs.size();
     for (std::size_t i = 0; i < before_plain; ++i) {
@@ -232,9 +233,17 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       }
       NormConfig plain = k;
       plain.plain = true;
-      bool listed = false;
-      for (const NormConfig& have : configs) listed |= have.to_string() == plain.to_string();
-      if (!listed) configs.push_back(plain);
+      NormConfig packed = plain;
+      packed.packed_row = true;
+      const bool packed_built = !shape.adds_residual && !shape.fp8_output &&
+                                static_cast<int64_t>(tpr) * k.items == groups &&
+                                gpu::packed_row_built(shape.layer, k.items, tpr);
+      for (const NormConfig* twin : {&plain, &packed}) {
+        if (twin == &packed && !packed_built) continue;
+        bool listed = false;
+        for (const NormConfig& have : configs) listed |= have.to_string() == twin->to_string();
+        if (!listed) configs.push_back(*twin);
+      }
     }
   }
 
