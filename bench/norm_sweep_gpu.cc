@@ -237,7 +237,7 @@ Status norm_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts& g,
       packed.packed_row = true;
       const bool packed_built = !shape.adds_residual && !shape.fp8_output &&
                                 static_cast<int64_t>(tpr) * k.items == groups &&
-                                gpu::packed_row_built(shape.layer, k.items, tpr);
+                                gpu::packed_row_built(k.items, tpr);
       for (const NormConfig* twin : {&plain, &packed}) {
         if (twin == &packed && !packed_built) continue;
         bool listed = false;

@@ -215,7 +215,7 @@ NormShape packable_rows(bool layer) {
 // take the kernels of more blocks an SM (NormConfig::packed_row, in the plain form) past twice
 // the rows that the SMs hold at 1024 threads (132 SMs: 1056 rows of 256 threads, 528 of 512), in
 // 16-bit rows whose fixed-thread kernels are built; not in the general form, with the add, on
-// fewer threads, at five groups, or four on 512 threads.
+// fewer threads, at five groups or four.
 TEST(NormConfig, PlainRowsPackedPastTwoWaves) {
   for (const bool layer : {true, false}) {
     SCOPED_TRACE(layer ? "layer_norm" : "rms_norm");
@@ -255,60 +255,6 @@ TEST(NormConfig, PlainRowsPackedPastTwoWaves) {
         EXPECT_FALSE(c.packed_row);
       }
     }
-  }
-}
-
-// RMSNorm alone's plain rows of four groups on 128 and 256 threads (N = 4096 and 8192 bf16) take
-// the packed kernel of a whole SM of threads (its weight at the output) past one wave of the
-// general kernel's blocks and up to one of its own: on 132 SMs 1057-2112 rows of 128 threads,
-// 529-1056 of 256. Not LayerNorm, the fused add, the general form, 512 threads (N = 16384), nor
-// the fp8 output.
-TEST(NormConfig, RmsFourGroupRowsPackedForOneWave) {
-  const NormShape s = packable_rows(false);
-  struct Case {
-    int64_t cols, rows;
-    int threads;
-    bool packed;
-  };
-  for (const Case& k : {Case{4096, 1056, 128, false}, Case{4096, 1057, 128, true},
-                        Case{4096, 2048, 128, true}, Case{4096, 2112, 128, true},
-                        Case{4096, 2113, 128, false}, Case{4096, 16384, 128, false},
-                        Case{8192, 528, 256, false}, Case{8192, 529, 256, true},
-                        Case{8192, 1056, 256, true}, Case{8192, 1057, 256, false},
-                        Case{16384, 1024, 512, false}}) {
-    SCOPED_TRACE(std::to_string(k.rows) + " x " + std::to_string(k.cols));
-    const NormConfig c = expect_registers_shape(s, k.cols, k.rows, k.threads, kNormMaxItems);
-    EXPECT_EQ(c.packed_row, k.packed);
-    if (c.packed_row) {
-      EXPECT_TRUE(c.plain);  // the packed kernels are plain ones
-      EXPECT_EQ(c.rows_per_block, 1);
-      EXPECT_FALSE(c.weight_at_output);  // the fused add's flag; the packed kernel implies it
-    }
-  }
-  // Fewer SMs move the bounds with them.
-  NormShape small = s;
-  small.sm_count = 100;
-  EXPECT_FALSE(expect_registers_shape(small, 4096, 800, 128, kNormMaxItems).packed_row);
-  EXPECT_TRUE(expect_registers_shape(small, 4096, 801, 128, kNormMaxItems).packed_row);
-  EXPECT_TRUE(expect_registers_shape(small, 4096, 1600, 128, kNormMaxItems).packed_row);
-  EXPECT_FALSE(expect_registers_shape(small, 4096, 1601, 128, kNormMaxItems).packed_row);
-  // The other forms at a batch the plain RMSNorm rows take it at.
-  NormShape layer = s;
-  layer.layer = true;
-  NormShape general = s;
-  general.plain_form = false;
-  NormShape add = s;
-  add.adds_residual = true;
-  add.min_blocks_per_sm = 1;
-  NormShape fp8 = s;
-  fp8.fp8_output = true;
-  fp8.plain_form = false;
-  for (NormShape other : {layer, general, add, fp8}) {
-    other.rows = 2048;
-    other.cols = 4096;
-    const NormConfig c = choose_norm_config(other);
-    SCOPED_TRACE(c.to_string());
-    EXPECT_FALSE(c.packed_row);
   }
 }
 

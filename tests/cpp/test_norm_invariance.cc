@@ -209,23 +209,23 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
     ASSERT_TRUE(gpu::norm_shape_of(p, &shape).ok());
     std::vector<uint64_t> reference;
     // Registers path with 1, 2 and 4 groups per thread, and 3 and 5 where they cover the row
-    // exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32 threads,
-    // rows sharing a block; N = 640 and 768: 16 x 5 and 32 x 3 bf16; N = 24 and 40: one thread a
-    // row, 64 rows a block) in the forms that have that kernel (gpu::odd_items_built); LayerNorm
-    // alone's plain ones with the row's thread count fixed (16-bit rows) on 64 (N = 1536 and 2560
-    // bf16), 128 (3072, 5120), 256 (6144) and 512 threads (12288), the last two also packed
-    // (NormConfig::packed_row), as are RMSNorm alone's, and its four-group rows on 128 (4096) and
-    // 256 threads (8192). N = 3584 at four groups per thread and 2304 at three: every thread's
-    // last group tested against the row's end and its others not (RowFit::kLastPartial); 3584 also
-    // against twice the threads (RowFit::kWhole); 2304 and 4608 (2304 of fp32) at five on half the
-    // threads too, full-width rows only (gpu::five_last_partial; not LayerNorm with the add, which
-    // has no five-group kernel). LayerNorm alone's plain kernels of those fits on each fixed
-    // thread count: 64 (2304 x 5), 128 (2304 x 3, 3584 x 4, 4608 x 5), 256 (4608 x 3, 7168 x 4,
-    // 9216 x 5) and 512 threads (9216 x 3, 14336 x 4). Rows off the group (769 at four, 4100, 5125
-    // and 6140 at three: the last group partial, the rows unaligned) take those kernels too, 6140
-    // covering the row exactly. N = 640, 768 and 1016 at one group a thread on 128 threads, one
-    // row a block (16-bit rows): the kernel that tests each thread's only group
-    // (gpu::one_group_last_partial), its last warp idle at 640.
+    // exactly (N = 3072 and 5120: 128 threads of bf16, 256 of fp32; N = 384: 16 and 32
+    // threads, rows sharing a block; N = 640 and 768: 16 x 5 and 32 x 3 bf16; N = 24 and 40:
+    // one thread a row, 64 rows a block) in the forms that have that kernel
+    // (gpu::odd_items_built); LayerNorm alone's plain ones with the row's thread count
+    // fixed (16-bit rows) on 64 (N = 1536 and 2560 bf16), 128 (3072, 5120), 256 (6144) and
+    // 512 threads (12288), the last two also packed (NormConfig::packed_row), as are RMSNorm
+    // alone's. N = 3584 at four groups per thread and 2304 at three: every thread's last
+    // group tested against the row's end and its others not (RowFit::kLastPartial); 3584
+    // also against twice the threads (RowFit::kWhole); 2304 and 4608 (2304 of fp32) at five
+    // on half the threads too, full-width rows only (gpu::five_last_partial; not LayerNorm
+    // with the add, which has no five-group kernel). LayerNorm alone's plain kernels of those
+    // fits on each fixed thread count: 64 (2304 x 5), 128 (2304 x 3, 3584 x 4, 4608 x 5), 256
+    // (4608 x 3, 7168 x 4, 9216 x 5) and 512 threads (9216 x 3, 14336 x 4). Rows off the
+    // group (769 at four, 4100, 5125 and 6140 at three: the last group partial, the rows
+    // unaligned) take those kernels too, 6140 covering the row exactly. N = 640, 768 and 1016
+    // at one group a thread on 128 threads, one row a block (16-bit rows): the kernel that
+    // tests each thread's only group (gpu::one_group_last_partial), its last warp idle at 640.
     for (int items : {1, 2, 4, 3, 5}) {
       SCOPED_TRACE("layer=" + std::to_string(layer) + " add=" + std::to_string(add) +
                    " " + dtype_name(dtype) + " N=" + std::to_string(n) +
@@ -255,10 +255,8 @@ TEST_P(NormLaunchShapeBits, GroupsPerThreadDoNotChangeResults) {
         variants.back().weight_at_output = true;
       }
       // Plain three-group rows without the add on 256 and 512 threads (N = 6144 and 12288
-      // bf16), and RMSNorm's four-group rows on 128 and 256 (N = 4096 and 8192, their weight
-      // loaded at the output), in the kernels of more blocks an SM, their rows packed through
-      // the reductions (gpu::packed_row_built; elsewhere the flag takes the other kernels).
-      if (!add && (items == 3 || (!layer && items == 4))) {
+      // bf16) in the kernels of more blocks an SM, their rows packed through the reductions.
+      if (!add && items == 3) {
         variants.push_back(config);
         variants.back().packed_row = true;
       }

@@ -181,29 +181,6 @@ bool exact_odd_items(const NormShape& shape, int64_t groups, bool allow_five, No
   return false;
 }
 
-// Whether the registers config `c` of a call of `shape` (rows of `groups` groups) takes RMSNorm's
-// packed four-group kernel (NormConfig::packed_row; choose_norm_config says when): a plain call
-// without the add, rows of whole groups that c's threads cover exactly with four each, one row a
-// block of 128 or 256 threads, neither shared nor split, and a batch past one wave of the general
-// kernel's blocks (min_blocks_per_sm blocks of kNormMaxThreads threads an SM) up to one of the
-// packed kernel's.
-bool rms_packed_four_groups(const NormShape& shape, const NormConfig& c, int64_t groups) {
-  if (shape.layer || shape.adds_residual || shape.fp8_output || !shape.plain_form ||
-      !shape.fixed_threads_built || !shape.whole_groups ||
-      c.path != NormConfig::Path::kRegisters || c.items != kNormMaxItems ||
-      c.rows_per_block != 1 || c.block_threads != c.threads_per_row ||
-      static_cast<int64_t>(c.threads_per_row) * c.items != groups || c.output_parts != 1 ||
-      c.split_blocks != 1 || c.weight_at_output ||
-      !packed_row_built(false, c.items, c.threads_per_row)) {
-    return false;
-  }
-  const int64_t sms = shape.sm_count;
-  const int64_t general_rows_per_sm =
-      static_cast<int64_t>(shape.min_blocks_per_sm) * kNormMaxThreads / c.threads_per_row;
-  const int64_t packed_rows_per_sm = norm_packed_row_sm_threads(c.items) / c.threads_per_row;
-  return shape.rows > general_rows_per_sm * sms && shape.rows <= packed_rows_per_sm * sms;
-}
-
 // Half the threads that hold a row of `groups` in pairs (a power of two).
 int layer_plain_three_threads(int64_t groups) {
   return static_cast<int>(next_pow2(ceil_div(groups, 2)) / 2);
@@ -455,8 +432,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // at M >= 1024 (89.7 -> 97.6% at 16384), 6144 0.98-0.99x at M >= 2048.
     auto takes_packed_row = [&](const NormConfig& k) {
       return !shape.adds_residual && shape.plain_form && shape.fixed_threads_built &&
-             k.items == 3 && k.rows_per_block == 1 &&
-             (k.threads_per_row == 256 || k.threads_per_row == kNormMaxThreads) &&
+             k.rows_per_block == 1 && packed_row_built(k.items, k.threads_per_row) &&
              shape.rows > 2 * sm_count * (shape.min_blocks_per_sm * kNormMaxThreads /
                                           k.threads_per_row);
     };
@@ -549,17 +525,6 @@ NormConfig choose_norm_config(const NormShape& shape) {
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
     c.plain = takes_plain(c) || fused_add_wide_plain;
     if (!one_group_rows) take_split_rows(shape, &c);
-    // RMSNorm alone's plain rows of four groups a thread covered exactly on 128 or 256 threads,
-    // one row a block (N = 4096 and 8192 bf16), past one wave of the general kernel's blocks
-    // (1024 threads an SM) and up to one wave of the packed kernel's (2048: packed_row, its
-    // weight at the output): such a batch is latency-bound (at [2048, 4096] DRAM reads run at
-    // under half their peak; bench/NOTES.md, "The seed kernel at M = 2048 again"), and one wave
-    // has every row's loads in flight at once where two leave the second wave's behind the
-    // first's. Not measured yet ("Norm v64").
-    if (rms_packed_four_groups(shape, c, groups)) {
-      c.packed_row = true;
-      c.plain = true;
-    }
     return c;
   }
   return choose_long_row_norm_config(shape);

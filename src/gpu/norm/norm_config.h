@@ -74,16 +74,13 @@ struct NormConfig {
   bool plain = false;
   // Registers path, the plain kernels without the add (LayerNorm's and RMSNorm's; the call must
   // be plain, and the config's `plain` is set with it) of three groups a thread on 256 or 512
-  // threads, one row a block (N = 6144 and 12288 bf16), and RMSNorm alone's of four on 128 or
-  // 256 (N = 4096 and 8192; packed_row_built): the kernel built for norm_packed_row_sm_threads
-  // threads an SM rather than 1024, its row held packed (two 16-bit elements a register)
-  // through the reductions instead of as the floats its sums unpacked, which is what fits it in
-  // 40 registers unspilled (three groups) or 32 (four, the weight loaded at the output). An SM
-  // then holds half as many rows again, or twice as many, the loads of some in flight while
-  // others reduce and store; the repacking costs instructions, which only batches of several
-  // waves of blocks win back, and the late weight a latency on each row's path, which a batch
-  // that the packed kernel holds in one wave and the other needs two for wins back (the
-  // heuristic sets it there: norm_config.cc). The same sums, so the same bits.
+  // threads, one row a block (N = 6144 and 12288 bf16): the kernel built for
+  // kNormPackedRowSmThreads threads an SM rather than 1024, its row held packed (two 16-bit
+  // elements a register) through the reductions instead of as the floats its sums unpacked,
+  // which is what fits it in 40 registers unspilled. An SM then holds half as many rows again,
+  // the loads of some in flight while others reduce and store; the repacking costs instructions,
+  // which only batches of several waves of blocks win back (the heuristic sets it there:
+  // norm_config.cc). The same sums, so the same bits.
   bool packed_row = false;
 
   std::string to_string() const;
@@ -159,18 +156,13 @@ constexpr int kNormMaxItems = 4;
 // order as every power-of-two layout, so a row's bits do not depend on the batch.
 constexpr int kNormOddItemCounts[] = {3, 5};
 // The packed rows' kernels built (plain form, without the add, exact rows of one row a block):
-// three groups a thread on 256 or 512 threads (N = 6144 and 12288 bf16), and RMSNorm alone's four
-// groups on 128 or 256 threads (N = 4096 and 8192 bf16).
-constexpr bool packed_row_built(bool layer, int items, int threads_per_row) {
-  return (items == 3 && (threads_per_row == 256 || threads_per_row == 512)) ||
-         (!layer && items == 4 && (threads_per_row == 128 || threads_per_row == 256));
+// three groups a thread on 256 or 512 threads (N = 6144 and 12288 bf16).
+constexpr bool packed_row_built(int items, int threads_per_row) {
+  return items == 3 && (threads_per_row == 256 || threads_per_row == 512);
 }
 
-// NormConfig::packed_row's kernels: threads an SM they are built for. Three groups a thread, the
-// weight beside the row, fit 40 registers unspilled (1536 threads). Four, RMSNorm's, fit 32 (a
-// whole SM of threads, 2048) with the weight loaded at the output; beside the row (another 16
-// registers packed) they spilled 8-12 bytes at 40 and took 48 (1280 threads).
-constexpr int norm_packed_row_sm_threads(int items) { return items == 4 ? 2048 : 1536; }
+// NormConfig::packed_row's kernels: threads an SM they are built for.
+constexpr int kNormPackedRowSmThreads = 1536;
 constexpr bool norm_odd_items(int items) {
   for (const int odd : kNormOddItemCounts) {
     if (items == odd) return true;

@@ -96,9 +96,7 @@ Kernel fixed_row_threads_kernel(int threads, const Make& make, Kernel general) {
 // compile time where the block holds one row of 128, 256 or 512 threads (LayerNorm's also of 64,
 // its large batches' shape at N = 2048 bf16, where the merges of its moments then unroll with
 // their counts known: 1.6% of that call) and K has those kernels, and in the plain form where
-// `plain` (plain_norm_call) and K has it (NormTraits::kPlainBuilt). RMSNorm alone's plain rows of
-// four groups on 128 or 256 threads come twice: the second built for a whole SM of threads
-// (NormConfig::packed_row), its row packed and its weight loaded at the output (32 registers).
+// `plain` (plain_norm_call) and K has it (NormTraits::kPlainBuilt).
 template <class K, int kItems, bool kWeightAtOutput = false, bool kSharedRows = false>
 auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
   const auto general = norm_registers_kernel<K, RowFit::kExact, kItems, kWeightAtOutput,
@@ -108,13 +106,6 @@ auto exact_registers_kernel(const NormConfig& cfg, bool plain) {
       auto fixed = [&](auto threads_tag) {
         constexpr int kThreads = decltype(threads_tag)::value;
         if constexpr (K::kPlainBuilt) {
-          if constexpr (!K::kAdd && !K::kLayer && !kSharedRows &&
-                        packed_row_built(false, kItems, kThreads)) {
-            if (plain && cfg.packed_row) {
-              return norm_registers_kernel<K, RowFit::kExact, kItems, true, false, kThreads, true,
-                                           false, false, true>;
-            }
-          }
           if (plain) {
             return norm_registers_kernel<K, RowFit::kExact, kItems, false, kSharedRows, kThreads,
                                          true>;
@@ -149,7 +140,7 @@ auto layer_plain_registers_kernel(const NormConfig& cfg, bool plain) {
     if (plain && cfg.rows_per_block == 1 && cfg.block_threads == cfg.threads_per_row) {
       auto fixed_plain = [&](auto threads_tag) {
         constexpr int kThreads = decltype(threads_tag)::value;
-        if constexpr (kItems == 3 && kThreads >= 256 && kFit == RowFit::kExact) {
+        if constexpr (packed_row_built(kItems, kThreads) && kFit == RowFit::kExact) {
           if (cfg.packed_row) {
             return norm_registers_kernel<K, kFit, kItems, false, false, kThreads, true, false,
                                          false, true>;

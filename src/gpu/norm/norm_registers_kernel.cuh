@@ -97,9 +97,9 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     }
   }
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
-    // Late (LayerNorm at four groups, kWeightAtOutput: the fused add's wide rows, RMSNorm's
-    // packed four-group rows): from cache, as every row reads them, with registers kept for
-    // occupancy while the row stays in registers across its reductions.
+    // Late (LayerNorm at four groups, the fused add with kWeightAtOutput): from cache, as every
+    // row reads them, with registers kept for occupancy while the row stays in registers across
+    // its reductions.
     if constexpr (kLateAtOnce) {
       // Every group's weight and bias before any output is stored. Group by group, each group's
       // loads wait for the previous group's store (out may alias them, as far as ptxas knows):
@@ -153,28 +153,26 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // blocks an SM as K's register budget says (K::kMinBlocksPerSm), or one where a block holds the
 // affine beside its share of a row (kSharedRowsHoldAffine; kSpreadRows: shared or split rows).
 // kPackedRow (NormConfig::packed_row): the plain kernels without the add (LayerNorm's, RMSNorm's)
-// of three groups a thread on 256 or 512 threads, and RMSNorm's of four on 128 or 256, one row a
-// block, built for norm_packed_row_sm_threads threads an SM (1536: 40 registers; four groups
-// 2048: 32) rather than 1024, which the row held packed through the reductions (finish_row's
-// kPackedRow) lets them fit unspilled; RMSNorm's weight, loaded beside the row at three groups,
-// waits packed too, and at four is loaded at the output (kWeightAtOutput).
+// of three groups a thread on 256 or 512 threads, one row a block, built for 1536 threads an SM
+// (40 registers) rather than 1024, which the row held packed through the reductions (finish_row's
+// kPackedRow) lets them fit unspilled; RMSNorm's weight, loaded beside the row, waits packed too.
 template <class K, RowFit kFit, int kItems, int kThreadsPerRow, bool kPlain, bool kSpreadRows,
           bool kPackedRow>
 struct RegistersKernelBound {
-  static_assert(!kPackedRow || (!K::kAdd && kPlain && kFit == RowFit::kExact && !kSpreadRows &&
-                                packed_row_built(K::kLayer, kItems, kThreadsPerRow)),
-                "a packed row: plain kernels without the add, packed_row_built's shapes");
+  static_assert(!kPackedRow || (!K::kAdd && kPlain && kItems == 3 &&
+                                kFit == RowFit::kExact && !kSpreadRows &&
+                                (kThreadsPerRow == 256 || kThreadsPerRow == 512)),
+                "a packed row: plain kernels without the add, 256 or 512 threads x 3 groups");
   static constexpr int kThreads = kPackedRow ? kThreadsPerRow : K::kMaxThreads;
   static constexpr int kMinBlocks =
-      kPackedRow ? norm_packed_row_sm_threads(kItems) / kThreads
+      kPackedRow ? kNormPackedRowSmThreads / kThreads
                  : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1 : K::kMinBlocksPerSm);
 };
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
 // (rows_per_block rows per block), then finish_row. kFit: see RowFit. kItems: the groups a thread
 // can hold; with RowFit::kExact exactly that many (a.items == kItems), else up to it.
-// kWeightAtOutput: NormConfig::weight_at_output, or RMSNorm's packed four-group rows (RMSNorm
-// only). kSharedRows (NormConfig::
+// kWeightAtOutput: NormConfig::weight_at_output (RMSNorm only). kSharedRows (NormConfig::
 // output_parts; exact rows of their own blocks, NormTraits::kSharedRowsBuilt): the row's
 // 2^output_parts_log2 consecutive blocks each load and reduce all of it, and each writes the
 // outputs of one equal range of the row's threads (of the groups they hold): part p the threads
