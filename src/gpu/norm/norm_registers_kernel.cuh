@@ -204,9 +204,17 @@ __global__ void __launch_bounds__(
   // HIP: the copy for the other warp size (platform.h)
   if constexpr (!warp_size_compiled<K::kWarp>()) return stub_launched();
   if constexpr (kSplitRows && !clusters_compiled()) return stub_launched();
-  __shared__ float scratch[2][K::kScratch];
-  __shared__ ClusterMailbox gathers[2];  // kSplitRows: one a reduction (at most two a row)
   constexpr bool kFixed = kThreadsPerRow > 0;
+  // The reductions' scratch: one float a thread of the row (kThreadsPerRow where fixed, else of
+  // the largest block), once for each reduction that can be in flight beside another (LayerNorm's
+  // two, the fp8 max beside the sum; RMSNorm's sum alone otherwise). Sized to the kernel, not to
+  // the largest: the shared memory blocks hold is taken from the SM's L1, which holds the loads
+  // in flight (bench/NOTES.md, "Norm v65": 1-4 KB a block cost a lean decode kernel 0.04-0.09 us,
+  // 5 KB 0.15-0.37; this sizing measured level against 4 KB in every kernel).
+  constexpr int kScratchArrays = K::kLayer || K::kFp8Out ? 2 : 1;
+  __shared__ float scratch[kScratchArrays][kFixed ? kThreadsPerRow : K::kScratch];
+  float* const second_scratch = scratch[kScratchArrays - 1];  // read only where there are two
+  __shared__ ClusterMailbox gathers[2];  // kSplitRows: one a reduction (at most two a row)
   constexpr bool kExactOrLastPartial = kFit == RowFit::kExact || kFit == RowFit::kLastPartial;
   static_assert(!kPlain || (kFixed && kExactOrLastPartial),
                 "plain: fixed kernels of whole rows only");
@@ -236,7 +244,8 @@ __global__ void __launch_bounds__(
   wait_for_prior_grids();
   // The next grid may launch now, or after this thread's writes (NormConfig::trigger_after_writes).
   if (!a.trigger_after_writes) allow_dependent_grids();
-  // How reduction k (scratch[k]; those of two values use 0) publishes its threads' values.
+  // How reduction k (scratch[0] or second_scratch; those of two values use 0) publishes its
+  // threads' values.
   auto publish = [&](int k) {
     if constexpr (kSplitRows) {
       return ClusterGather{&gathers[k], t, 1 << parts_log2};
@@ -245,7 +254,8 @@ __global__ void __launch_bounds__(
     }
   };
   auto reduce = [&](float v, int k) {
-    return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, scratch[k], publish(k));
+    return row_sum<K::kWarp, K::kMaxWarpsPerRow>(v, tpr, k == 0 ? scratch[0] : second_scratch,
+                                                  publish(k));
   };
   // The row's max of magnitudes (fp8 outputs with a dynamic scale): in the fewest instructions
   // where the row's thread count is a launch argument (the large batches' kernels), by shuffles
@@ -253,12 +263,12 @@ __global__ void __launch_bounds__(
   constexpr RowMaxForm kMaxForm = kFixed ? RowMaxForm::kShuffles : RowMaxForm::kCompact;
   // fp8 output only (RMSNorm, whose sum used scratch[0]), where y is formed again for the codes.
   auto reduce_max = [&](float v) {
-    return row_magnitude_max<K::kWarp, kMaxForm>(v, tpr, scratch[1], publish(1));
+    return row_magnitude_max<K::kWarp, kMaxForm>(v, tpr, second_scratch, publish(1));
   };
   // fp8 output with a dynamic scale: its sum of squares and max|h * w| in one reduction.
   auto reduce_sum_max = [&](float v, float m) {
     return row_sum_max<K::kWarp, K::kMaxWarpsPerRow, kMaxForm>(v, m, tpr, scratch[0],
-                                                               scratch[1], publish(0));
+                                                               second_scratch, publish(0));
   };
   // LayerNorm's moments in one reduction (TreeMoments) for rows of a power-of-two number of whole
   // groups: the exact kernels' rows unless kItems is odd, and the other kernels' where
@@ -266,7 +276,7 @@ __global__ void __launch_bounds__(
   // every merge's count, and no test for empty nodes remains.
   auto reduce_moments = [&](SumM2 v, int groups, float inv_n) {
     return row_moments<K::kWarp, K::kMaxWarpsPerRow, kFit != RowFit::kExact>(
-        v, tpr, groups, inv_n, scratch[0], scratch[1], publish(0));
+        v, tpr, groups, inv_n, scratch[0], second_scratch, publish(0));
   };
   constexpr bool kTreeMoments =
       K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);

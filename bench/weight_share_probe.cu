@@ -1,0 +1,323 @@
+// A measurement probe, not library code: at M = 256 (a decode batch; graph replay, the L2 warm)
+// how much of an RMSNorm call is its weight's traffic? One row a block on 512 threads loads the
+// row's weight once a block, so at [256, 8192] bf16 the SMs read 4 MB of weight from L2 beside
+// the 4 MB of x and write 4 MB of output (bench/NOTES.md, "Norm v65"). Lean kernels, the same
+// harness for all: a CUDA graph of 200 back-to-back calls with programmatic dependent launch (the
+// library's decode timing), medians over replays, bf16 rows of a compile-time length:
+//   row      one row a block, the weight loaded beside the row (the library's launch shape)
+//   no_w     the same without the weight (what its traffic costs)
+//   pair     two rows a thread, the weight loaded once for both (half the weight traffic)
+//   copy     the row copied, no reduction, no weight (the bytes' floor)
+// and the fused add in place (x + r -> r, norm -> x). The row form also with what else sets the
+// library's kernels apart (Variant), and in graphs of 1000 calls (the library's benchmark). CUDA
+// only, outside the library's build on purpose:
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o weight_share_probe \
+//     bench/weight_share_probe.cu
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#define CK(x)                                                                \
+  do {                                                                       \
+    cudaError_t e = (x);                                                     \
+    if (e != cudaSuccess) {                                                  \
+      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
+      std::exit(1);                                                          \
+    }                                                                        \
+  } while (0)
+
+enum Form { kRow, kNoWeight, kPair, kCopy };
+// What else sets the library's kernels apart from these, one at a time on the row form: a larger
+// argument block (the library's is 224 bytes), 5 KB of static shared memory (its scratch and
+// mailboxes), the mean square by a division (the library divides by N where this multiplies by
+// 1 / N), the next grid triggered at the start rather than after the writes.
+enum Variant { kBase, kBigArgs, kSharedPad, kDivide, kEarlyTrigger };
+
+template <int kPadBytes>
+struct ProbeArgs {
+  uint4* x;
+  uint4* r;
+  const uint4* w;
+  uint4* out;
+  float eps;
+  int n;
+  char pad[kPadBytes];
+};
+
+__device__ __forceinline__ void unpack(const uint4& v, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __bfloat1622float2(h[i]);
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+
+__device__ __forceinline__ uint4 pack(const float (&f)[8]) {
+  uint4 v;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+// Sum over the block's threads (kRows independent values), every thread gets the totals.
+template <int kThreads, int kRows>
+__device__ __forceinline__ void block_sums(float (&v)[kRows]) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float partial[kRows][kWarps];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
+  }
+  const int warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) partial[r][warp] = v[r];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += partial[r][w];
+    v[r] = s;
+  }
+}
+
+// kRows rows a block (kRows = 2: each thread the same columns of two rows). kAdd: the fused add
+// in place (x <- norm(x + r) w, r <- x + r).
+template <int kThreads, int kItems, Form kForm, bool kAdd, Variant kVariant = kBase,
+          int kPadFloats = 1280>
+__global__ void __launch_bounds__(kThreads)
+    norm_probe(ProbeArgs<kVariant == kBigArgs ? 188 : 4> a) {
+  constexpr int kRows = kForm == kPair ? 2 : 1;
+  constexpr int kRowGroups = kThreads * kItems;
+  constexpr float kInvN = 1.0f / (kRowGroups * 8);
+  uint4* x = a.x;
+  uint4* r = a.r;
+  const uint4* w = a.w;
+  uint4* out = a.out;
+  const float eps = kVariant == kBigArgs ? a.eps + a.pad[187] : a.eps;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if constexpr (kVariant == kEarlyTrigger) asm volatile("griddepcontrol.launch_dependents;");
+  if constexpr (kVariant == kSharedPad) {
+    __shared__ float pad[kPadFloats];
+    pad[threadIdx.x % kPadFloats] = 0.f;
+    if (a.n == 12345) {
+      out[0] = uint4{static_cast<unsigned>(pad[(threadIdx.x + 1) % kPadFloats]), 0, 0, 0};
+    }
+  }
+  const size_t row0 = static_cast<size_t>(blockIdx.x) * kRows;
+  uint4 xv[kRows][kItems];
+#pragma unroll
+  for (int q = 0; q < kRows; ++q) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      xv[q][i] = x[(row0 + q) * kRowGroups + i * kThreads + threadIdx.x];
+    }
+  }
+  if constexpr (kForm == kCopy) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) out[row0 * kRowGroups + i * kThreads + threadIdx.x] = xv[0][i];
+    asm volatile("griddepcontrol.launch_dependents;");
+    return;
+  }
+  uint4 wv[kItems];
+  if constexpr (kForm != kNoWeight) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) wv[i] = w[i * kThreads + threadIdx.x];
+  }
+  float f[kRows][kItems][8];
+  float ss[kRows];
+#pragma unroll
+  for (int q = 0; q < kRows; ++q) {
+    ss[q] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      unpack(xv[q][i], f[q][i]);
+      if constexpr (kAdd) {
+        float g[8];
+        const size_t at = (row0 + q) * kRowGroups + i * kThreads + threadIdx.x;
+        unpack(r[at], g);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) f[q][i][e] += g[e];
+        const uint4 h = pack(f[q][i]);  // the sum rounded as stored, as the library's h
+        r[at] = h;
+        unpack(h, f[q][i]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss[q] = fmaf(f[q][i][e], f[q][i][e], ss[q]);
+    }
+  }
+  block_sums<kThreads, kRows>(ss);
+  uint4* dst = kAdd ? x : out;
+#pragma unroll
+  for (int q = 0; q < kRows; ++q) {
+    const float mean_square = kVariant == kDivide ? ss[q] / a.n : ss[q] * kInvN;
+    const float rstd = rsqrtf(mean_square + eps);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      float wf[8];
+      if constexpr (kForm != kNoWeight) {
+        unpack(wv[i], wf);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) wf[e] = 1.0f;
+      }
+      float y[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) y[e] = f[q][i][e] * rstd * wf[e];
+      dst[(row0 + q) * kRowGroups + i * kThreads + threadIdx.x] = pack(y);
+    }
+  }
+  if constexpr (kVariant != kEarlyTrigger) asm volatile("griddepcontrol.launch_dependents;");
+}
+
+struct Buffers {
+  uint4 *x, *r, *w, *out;
+};
+
+// Median us a call over replays of a graph of `calls` back-to-back launches with PDL.
+template <int kPad>
+ProbeArgs<kPad> probe_args(const Buffers& b, int n) {
+  ProbeArgs<kPad> args = {};
+  args.x = b.x;
+  args.r = b.r;
+  args.w = b.w;
+  args.out = b.out;
+  args.eps = 1e-6f;
+  args.n = n;
+  return args;
+}
+
+// Median us a call over replays of a graph of `calls` back-to-back launches with PDL; rows of n.
+template <int kPad>
+float graph_us(void (*kernel)(ProbeArgs<kPad>), int blocks, int threads, int n, const Buffers& b,
+               cudaStream_t s, int calls = 200, int carveout = -1) {
+  const int kCalls = calls;
+  // cudaFuncAttributePreferredSharedMemoryCarveout: -1 the driver's default, else percent of the
+  // largest shared memory an SM holds; set for this timing only.
+  if (carveout >= 0) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+  }
+  const ProbeArgs<kPad> args = probe_args<kPad>(b, n);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = s;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < kCalls; ++i) CK(cudaLaunchKernelEx(&cfg, kernel, args));
+  CK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int rep = 0; rep < 25; ++rep) {
+    CK(cudaEventRecord(e0, s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (rep >= 3) t.push_back(ms * 1000.f / kCalls);
+  }
+  std::sort(t.begin(), t.end());
+  if (carveout >= 0) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, -1));
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  return t[t.size() / 2];
+}
+
+template <int kThreads, int kItems, bool kAdd>
+void shape(int rows, const Buffers& b, cudaStream_t s) {
+  constexpr int n = kThreads * kItems * 8;
+  std::printf("%-18s [%3d, %5d] %3d x %d:", kAdd ? "fused_add_rms_norm" : "rms_norm", rows, n,
+              kThreads, kItems);
+  auto t = [&](auto kernel, int blocks, int calls = 200, int carveout = -1) {
+    return graph_us(kernel, blocks, kThreads, n, b, s, calls, carveout);
+  };
+  std::printf(" row %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows));
+  std::printf(" row1000 %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows, 1000));
+  std::printf(" no_w %.3f", t(norm_probe<kThreads, kItems, kNoWeight, kAdd>, rows));
+  std::printf(" pair %.3f", t(norm_probe<kThreads, kItems, kPair, kAdd>, rows / 2));
+  std::printf(" big_args %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kBigArgs>, rows));
+  std::printf(" smem5k %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad>, rows));
+  std::printf(" smem1k %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad, 256>, rows));
+  std::printf(" smem2k %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad, 512>, rows));
+  std::printf(" smem4k %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad, 1024>, rows));
+  std::printf(" smem5k_c0 %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad>, rows, 200, 0));
+  std::printf(" smem5k_c100 %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad>, rows, 200, 100));
+  std::printf(" row_c100 %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows, 200, 100));
+  std::printf(" divide %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kDivide>, rows));
+  std::printf(" early %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kEarlyTrigger>, rows));
+  if (!kAdd) std::printf(" copy %.3f", t(norm_probe<kThreads, kItems, kCopy, kAdd>, rows));
+  std::printf(" us\n");
+}
+
+// The pair form gives each row the bits of the row form (the same sums in the same order).
+bool pair_matches_row(const Buffers& b, cudaStream_t s) {
+  constexpr int kRowsN = 256, kT = 512, kI = 2, kN = kT * kI * 8;
+  const size_t bytes = size_t{kRowsN} * kN * 2;
+  std::vector<char> a(bytes), c(bytes);
+  norm_probe<kT, kI, kRow, false><<<kRowsN, kT, 0, s>>>(probe_args<4>(b, kN));
+  CK(cudaMemcpyAsync(a.data(), b.out, bytes, cudaMemcpyDeviceToHost, s));
+  CK(cudaMemsetAsync(b.out, 0xff, bytes, s));
+  norm_probe<kT, kI, kPair, false><<<kRowsN / 2, kT, 0, s>>>(probe_args<4>(b, kN));
+  CK(cudaMemcpyAsync(c.data(), b.out, bytes, cudaMemcpyDeviceToHost, s));
+  CK(cudaStreamSynchronize(s));
+  return std::memcmp(a.data(), c.data(), bytes) == 0;
+}
+int main() {
+  const size_t bytes = size_t{1024} * 16384 * 2;
+  Buffers b;
+  CK(cudaMalloc(&b.x, bytes));
+  CK(cudaMalloc(&b.r, bytes));
+  CK(cudaMalloc(&b.w, 16384 * 2));
+  CK(cudaMalloc(&b.out, bytes));
+  std::vector<__nv_bfloat16> h(bytes / 2);
+  unsigned state = 12345u;
+  for (auto& v : h) {
+    state = state * 1664525u + 1013904223u;
+    v = __float2bfloat16(static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
+  }
+  CK(cudaMemcpy(b.x, h.data(), bytes, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.r, h.data(), bytes, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.w, h.data(), 16384 * 2, cudaMemcpyHostToDevice));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, 0));
+  std::printf("%s, %d SMs; graph replay of 200 calls with PDL, median us a call\n", p.name,
+              p.multiProcessorCount);
+  std::printf("pair form's bits equal the row form's: %s\n", pair_matches_row(b, s) ? "yes" : "NO");
+  for (int round = 0; round < 3; ++round) {
+    std::printf("round %d\n", round + 1);
+    shape<256, 2, false>(256, b, s);
+    shape<512, 2, false>(256, b, s);
+    shape<256, 4, false>(64, b, s);
+    shape<512, 2, true>(256, b, s);
+  }
+  return 0;
+}
