@@ -9,17 +9,25 @@
 //   pair     two rows a thread, the weight loaded once for both (half the weight traffic)
 //   copy     the row copied, no reduction, no weight (the bytes' floor)
 // and the fused add in place (x + r -> r, norm -> x). The row form also with what else sets the
-// library's kernels apart (Variant), and in graphs of 1000 calls (the library's benchmark). CUDA
-// only, outside the library's build on purpose:
+// library's kernels apart (Variant), and in graphs of 1000 calls (the library's benchmark).
+// Outside the library's build on purpose; CUDA only:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o weight_share_probe \
 //     bench/weight_share_probe.cu
+// and with the library's own call beside them (column "fusekit"), linked to a CUDA build:
+//   nvcc ... -DPROBE_WITH_FUSEKIT -I include -I BUILD/include bench/weight_share_probe.cu \
+//     BUILD/libfusekit.a -lcuda -Xcompiler -fopenmp
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <vector>
+
+#ifdef PROBE_WITH_FUSEKIT
+#include "fusekit/norm.h"
+#endif
 
 #define CK(x)                                                                \
   do {                                                                       \
@@ -34,8 +42,9 @@ enum Form { kRow, kNoWeight, kPair, kCopy };
 // What else sets the library's kernels apart from these, one at a time on the row form: a larger
 // argument block (the library's is 224 bytes), 5 KB of static shared memory (its scratch and
 // mailboxes), the mean square by a division (the library divides by N where this multiplies by
-// 1 / N), the next grid triggered at the start rather than after the writes.
-enum Variant { kBase, kBigArgs, kSharedPad, kDivide, kEarlyTrigger };
+// 1 / N), the next grid triggered at the start rather than after the writes, the library's order
+// of the sum (warps first through one float a thread of shared memory, then lanes).
+enum Variant { kBase, kBigArgs, kSharedPad, kDivide, kEarlyTrigger, kWarpsFirst };
 
 template <int kPadBytes>
 struct ProbeArgs {
@@ -89,6 +98,28 @@ __device__ __forceinline__ void block_sums(float (&v)[kRows]) {
     for (int w = 0; w < kWarps; ++w) s += partial[r][w];
     v[r] = s;
   }
+}
+
+// The library's order (gpu/common/reduce.cuh, row_sum): each thread's value through shared
+// memory, every thread folding its lane's values of all warps as a tree, then the lanes.
+template <int kThreads>
+__device__ __forceinline__ float warps_first_sum(float v) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float slots[kThreads];
+  slots[threadIdx.x] = v;
+  __syncthreads();
+  float w[kWarps];
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) w[i] = slots[i * 32 + (threadIdx.x & 31)];
+#pragma unroll
+  for (int half = kWarps / 2; half > 0; half /= 2) {
+#pragma unroll
+    for (int i = 0; i < half; ++i) w[i] += w[i + half];
+  }
+  float s = w[0];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
 }
 
 // kRows rows a block (kRows = 2: each thread the same columns of two rows). kAdd: the fused add
@@ -156,7 +187,11 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < 8; ++e) ss[q] = fmaf(f[q][i][e], f[q][i][e], ss[q]);
     }
   }
-  block_sums<kThreads, kRows>(ss);
+  if constexpr (kVariant == kWarpsFirst) {
+    ss[0] = warps_first_sum<kThreads>(ss[0]);
+  } else {
+    block_sums<kThreads, kRows>(ss);
+  }
   uint4* dst = kAdd ? x : out;
 #pragma unroll
   for (int q = 0; q < kRows; ++q) {
@@ -184,7 +219,6 @@ struct Buffers {
   uint4 *x, *r, *w, *out;
 };
 
-// Median us a call over replays of a graph of `calls` back-to-back launches with PDL.
 template <int kPad>
 ProbeArgs<kPad> probe_args(const Buffers& b, int n) {
   ProbeArgs<kPad> args = {};
@@ -197,29 +231,11 @@ ProbeArgs<kPad> probe_args(const Buffers& b, int n) {
   return args;
 }
 
-// Median us a call over replays of a graph of `calls` back-to-back launches with PDL; rows of n.
-template <int kPad>
-float graph_us(void (*kernel)(ProbeArgs<kPad>), int blocks, int threads, int n, const Buffers& b,
-               cudaStream_t s, int calls = 200, int carveout = -1) {
-  const int kCalls = calls;
-  // cudaFuncAttributePreferredSharedMemoryCarveout: -1 the driver's default, else percent of the
-  // largest shared memory an SM holds; set for this timing only.
-  if (carveout >= 0) {
-    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
-  }
-  const ProbeArgs<kPad> args = probe_args<kPad>(b, n);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.stream = s;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+// Median us a call over replays of a graph of `calls` calls of `call`.
+float captured_us(const std::function<void(cudaStream_t)>& call, cudaStream_t s, int calls) {
   cudaGraph_t graph;
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < kCalls; ++i) CK(cudaLaunchKernelEx(&cfg, kernel, args));
+  for (int i = 0; i < calls; ++i) call(s);
   CK(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
   CK(cudaGraphInstantiate(&exec, graph, 0));
@@ -234,15 +250,42 @@ float graph_us(void (*kernel)(ProbeArgs<kPad>), int blocks, int threads, int n, 
     CK(cudaEventSynchronize(e1));
     float ms;
     CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (rep >= 3) t.push_back(ms * 1000.f / kCalls);
+    if (rep >= 3) t.push_back(ms * 1000.f / calls);
   }
   std::sort(t.begin(), t.end());
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return t[t.size() / 2];
+}
+
+// The same for back-to-back launches of a probe kernel with PDL; rows of n. carveout:
+// cudaFuncAttributePreferredSharedMemoryCarveout, -1 the driver's default, else percent of the
+// largest shared memory an SM holds; set for this timing only.
+template <int kPad>
+float graph_us(void (*kernel)(ProbeArgs<kPad>), int blocks, int threads, int n, const Buffers& b,
+               cudaStream_t s, int calls = 200, int carveout = -1) {
+  if (carveout >= 0) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+  }
+  const ProbeArgs<kPad> args = probe_args<kPad>(b, n);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  const float us = captured_us([&](cudaStream_t st) {
+    cfg.stream = st;
+    CK(cudaLaunchKernelEx(&cfg, kernel, args));
+  }, s, calls);
   if (carveout >= 0) {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, -1));
   }
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  return t[t.size() / 2];
+  return us;
 }
 
 template <int kThreads, int kItems, bool kAdd>
@@ -271,8 +314,33 @@ void shape(int rows, const Buffers& b, cudaStream_t s) {
               t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad>, rows, 200, 100));
   std::printf(" row_c100 %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows, 200, 100));
   std::printf(" divide %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kDivide>, rows));
+  std::printf(" warps_first %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kWarpsFirst>, rows));
   std::printf(" early %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kEarlyTrigger>, rows));
   if (!kAdd) std::printf(" copy %.3f", t(norm_probe<kThreads, kItems, kCopy, kAdd>, rows));
+#ifdef PROBE_WITH_FUSEKIT
+  // The library's call of the same shape in the same harness (its own launch heuristic).
+  using fusekit::TensorView;
+  const fusekit::Device gpu = fusekit::Device::gpu(0);
+  const auto bf16 = fusekit::DType::kBFloat16;
+  const int64_t m = rows;
+  const TensorView x = TensorView::contiguous(b.x, bf16, gpu, {m, n});
+  const TensorView r = TensorView::contiguous(b.r, bf16, gpu, {m, n});
+  const TensorView out = TensorView::contiguous(b.out, bf16, gpu, {m, n});
+  const TensorView w = TensorView::contiguous(b.w, bf16, gpu, {int64_t{n}});
+  auto library = [&](cudaStream_t st) {
+    const fusekit::Status status =
+        kAdd ? fusekit::fused_add_rms_norm_inplace(x, r, w, 1e-6f, 0.0f, {}, st)
+             : fusekit::rms_norm(out, x, w, 1e-6f, 0.0f, {}, st);
+    if (!status.ok()) {
+      std::printf("fusekit: %s\n", status.message().c_str());
+      std::exit(1);
+    }
+  };
+  library(s);  // outside the capture: a first call's setup
+  CK(cudaStreamSynchronize(s));
+  std::printf(" fusekit %.3f", captured_us(library, s, 200));
+#endif
   std::printf(" us\n");
 }
 
