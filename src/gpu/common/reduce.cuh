@@ -137,11 +137,23 @@ FUSEKIT_DEVICE float sum_warp_partials(const float* p, int count) {
   return fold_warp_partials<kWarp, kCount>(p, count, [](auto& w) { return tree_sum(w); });
 }
 
+// Rows of at least this many warps in one block fold their sums once (row_sum): each warp
+// folding every slot of the row itself reads the whole scratch, warps x threads floats of shared
+// memory a row, 256 wavefronts at 512 threads, which queue behind one another on the SM's shared
+// memory; folded once, rms_norm [2048, 16384] bf16 took 0.98x the time on an H100 (bench/
+// NOTES.md, "Norm v66"). Below it, and in the blocks of a row split over a cluster (a few warps
+// each, whose reads are few), the second barrier costs more than the reads it saves: split
+// one-row calls at N = 8192 and 16384 replayed 0.03-0.06 us slower with it.
+constexpr int kFoldOnceWarps = 16;
+
 // The sum of `v` over the `threads_per_row` threads of each row (a power of two), as a tree that
 // combines thread indices from the highest bit down: across warps first (through `scratch`, one
 // float per thread of the block), then across the lanes of a warp. Every thread gets the total.
-// `scratch` must not be in use by another reduction that can still be reading it (callers
-// alternate buffers). Every thread of the block calls this.
+// Rows of kFoldOnceWarps warps or more that a block holds whole fold once, in the row's first
+// warp, which leaves the total (the same bits in every lane) in the row's first slot for the
+// others past a second barrier. `scratch` must not be in use by
+// another reduction that can still be reading it (callers alternate buffers). Every thread of
+// the block calls this.
 template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
 FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch,
                              const Publish& publish = {}) {
@@ -149,8 +161,23 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch,
     publish(scratch, v);
     const int lane = static_cast<int>(threadIdx.x) % kWarp;
     const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
-    v = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch + row_first_thread + lane,
-                                                  threads_per_row / kWarp);
+    const int warps = threads_per_row / kWarp;
+    auto fold = [&] {
+      return warp_sum<kWarp>(
+          sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch + row_first_thread + lane, warps),
+          kWarp);
+    };
+    if (kMaxWarpsPerRow >= kFoldOnceWarps && warps >= kFoldOnceWarps &&
+        threads_per_row <= static_cast<int>(blockDim.x)) {  // uniform
+      if (static_cast<int>(threadIdx.x) - row_first_thread < kWarp) {
+        const float total = fold();
+        // Lane 0 read this slot above; the warp's other lanes read none of it.
+        if (lane == 0) scratch[row_first_thread] = total;
+      }
+      __syncthreads();
+      return scratch[row_first_thread];
+    }
+    return fold();
   }
   return warp_sum<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
 }
