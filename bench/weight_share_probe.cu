@@ -43,8 +43,23 @@ enum Form { kRow, kNoWeight, kPair, kCopy };
 // argument block (the library's is 224 bytes), 5 KB of static shared memory (its scratch and
 // mailboxes), the mean square by a division (the library divides by N where this multiplies by
 // 1 / N), the next grid triggered at the start rather than after the writes, the library's order
-// of the sum (warps first through one float a thread of shared memory, then lanes).
-enum Variant { kBase, kBigArgs, kSharedPad, kDivide, kEarlyTrigger, kWarpsFirst };
+// of the sum (warps first through one float a thread of shared memory, then lanes), every warp
+// folding the row's slots (kWarpsFirst) or the first warp alone (kFoldOnce, the library since
+// "Norm v66"), the weight's loads held beside the row's (kWeightBeside: issued just before x's,
+// in flight with them as in the library's SASS, where ptxas otherwise sinks them past the
+// squares), and kLibraryPath: the last three together with the division, the library's path in
+// the lean kernel.
+enum Variant {
+  kBase,
+  kBigArgs,
+  kSharedPad,
+  kDivide,
+  kEarlyTrigger,
+  kWarpsFirst,
+  kFoldOnce,
+  kWeightBeside,
+  kLibraryPath
+};
 
 template <int kPadBytes>
 struct ProbeArgs {
@@ -102,24 +117,37 @@ __device__ __forceinline__ void block_sums(float (&v)[kRows]) {
 
 // The library's order (gpu/common/reduce.cuh, row_sum): each thread's value through shared
 // memory, every thread folding its lane's values of all warps as a tree, then the lanes.
-template <int kThreads>
+// kOnce: the first warp alone folds, and leaves the total for the others past a second barrier.
+template <int kThreads, bool kOnce>
 __device__ __forceinline__ float warps_first_sum(float v) {
   constexpr int kWarps = kThreads / 32;
   __shared__ float slots[kThreads];
   slots[threadIdx.x] = v;
   __syncthreads();
-  float w[kWarps];
+  auto fold = [&] {
+    float w[kWarps];
 #pragma unroll
-  for (int i = 0; i < kWarps; ++i) w[i] = slots[i * 32 + (threadIdx.x & 31)];
+    for (int i = 0; i < kWarps; ++i) w[i] = slots[i * 32 + (threadIdx.x & 31)];
 #pragma unroll
-  for (int half = kWarps / 2; half > 0; half /= 2) {
+    for (int half = kWarps / 2; half > 0; half /= 2) {
 #pragma unroll
-    for (int i = 0; i < half; ++i) w[i] += w[i + half];
+      for (int i = 0; i < half; ++i) w[i] += w[i + half];
+    }
+    float s = w[0];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+  };
+  if constexpr (!kOnce) {
+    return fold();
+  } else {
+    if (threadIdx.x < 32) {
+      const float total = fold();
+      if (threadIdx.x == 0) slots[0] = total;
+    }
+    __syncthreads();
+    return slots[0];
   }
-  float s = w[0];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  return s;
 }
 
 // kRows rows a block (kRows = 2: each thread the same columns of two rows). kAdd: the fused add
@@ -145,6 +173,16 @@ __global__ void __launch_bounds__(kThreads)
       out[0] = uint4{static_cast<unsigned>(pad[(threadIdx.x + 1) % kPadFloats]), 0, 0, 0};
     }
   }
+  // kBeside: the weight's loads first, held there by a warp barrier with a memory access after
+  // it (the library's issue_memory_accesses_here), so that they are in flight with the row's.
+  uint4 wb[kItems];
+  if constexpr ((kVariant == kWeightBeside || kVariant == kLibraryPath) && kForm == kRow) {
+    __shared__ float pin[32];
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) wb[i] = w[i * kThreads + threadIdx.x];
+    __syncwarp();
+    static_cast<volatile float*>(pin)[threadIdx.x & 31] = 0.f;  // kept though never read
+  }
   const size_t row0 = static_cast<size_t>(blockIdx.x) * kRows;
   uint4 xv[kRows][kItems];
 #pragma unroll
@@ -161,9 +199,10 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   uint4 wv[kItems];
+  constexpr bool kBeside = kVariant == kWeightBeside || kVariant == kLibraryPath;
   if constexpr (kForm != kNoWeight) {
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) wv[i] = w[i * kThreads + threadIdx.x];
+    for (int i = 0; i < kItems; ++i) wv[i] = kBeside ? wb[i] : w[i * kThreads + threadIdx.x];
   }
   float f[kRows][kItems][8];
   float ss[kRows];
@@ -188,14 +227,17 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if constexpr (kVariant == kWarpsFirst) {
-    ss[0] = warps_first_sum<kThreads>(ss[0]);
+    ss[0] = warps_first_sum<kThreads, false>(ss[0]);
+  } else if constexpr (kVariant == kFoldOnce || kVariant == kLibraryPath) {
+    ss[0] = warps_first_sum<kThreads, true>(ss[0]);
   } else {
     block_sums<kThreads, kRows>(ss);
   }
   uint4* dst = kAdd ? x : out;
 #pragma unroll
   for (int q = 0; q < kRows; ++q) {
-    const float mean_square = kVariant == kDivide ? ss[q] / a.n : ss[q] * kInvN;
+    const bool divides = kVariant == kDivide || kVariant == kLibraryPath;
+    const float mean_square = divides ? ss[q] / a.n : ss[q] * kInvN;
     const float rstd = rsqrtf(mean_square + eps);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -316,6 +358,11 @@ void shape(int rows, const Buffers& b, cudaStream_t s) {
   std::printf(" divide %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kDivide>, rows));
   std::printf(" warps_first %.3f",
               t(norm_probe<kThreads, kItems, kRow, kAdd, kWarpsFirst>, rows));
+  std::printf(" fold_once %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kFoldOnce>, rows));
+  std::printf(" w_beside %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kWeightBeside>, rows));
+  std::printf(" library_path %.3f",
+              t(norm_probe<kThreads, kItems, kRow, kAdd, kLibraryPath>, rows));
   std::printf(" early %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kEarlyTrigger>, rows));
   if (!kAdd) std::printf(" copy %.3f", t(norm_probe<kThreads, kItems, kCopy, kAdd>, rows));
 #ifdef PROBE_WITH_FUSEKIT
