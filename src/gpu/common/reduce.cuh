@@ -141,9 +141,10 @@ FUSEKIT_DEVICE float sum_warp_partials(const float* p, int count) {
 // folding every slot of the row itself reads the whole scratch, warps x threads floats of shared
 // memory a row, 256 wavefronts at 512 threads, which queue behind one another on the SM's shared
 // memory; folded once, rms_norm [2048, 16384] bf16 took 0.98x the time on an H100 (bench/
-// NOTES.md, "Norm v66"). Below it, and in the blocks of a row split over a cluster (a few warps
-// each, whose reads are few), the second barrier costs more than the reads it saves: split
-// one-row calls at N = 8192 and 16384 replayed 0.03-0.06 us slower with it.
+// NOTES.md, "Norm v66"). Below it the reads are fewer (64 wavefronts at 256 threads) and every
+// warp folds as before; so do the blocks of a row split over a cluster (a few warps each, whose
+// reads are few), where the second barrier cost more than the reads it saves: split one-row
+// calls at N = 8192 and 16384 replayed 0.03-0.06 us slower with it.
 constexpr int kFoldOnceWarps = 16;
 
 // The sum of `v` over the `threads_per_row` threads of each row (a power of two), as a tree that
@@ -151,9 +152,8 @@ constexpr int kFoldOnceWarps = 16;
 // float per thread of the block), then across the lanes of a warp. Every thread gets the total.
 // Rows of kFoldOnceWarps warps or more that a block holds whole fold once, in the row's first
 // warp, which leaves the total (the same bits in every lane) in the row's first slot for the
-// others past a second barrier. `scratch` must not be in use by
-// another reduction that can still be reading it (callers alternate buffers). Every thread of
-// the block calls this.
+// others past a second barrier. `scratch` must not be in use by another reduction that can
+// still be reading it (callers alternate buffers). Every thread of the block calls this.
 template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
 FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch,
                              const Publish& publish = {}) {
