@@ -198,19 +198,6 @@ TEST(NormConfig, LayerNormPairsOnRowsOfUpTo256GroupsEndAtABatchBound) {
   }
 }
 
-// Plain 16-bit rows of whole groups without the add on 132 SMs, whose fixed-thread kernels are
-// built: the calls the packed kernels are for.
-NormShape packable_rows(bool layer) {
-  NormShape s;  // 132 SMs, bf16
-  s.layer = layer;
-  s.min_blocks_per_sm = 2;
-  s.whole_groups = true;
-  s.outputs_apart = true;
-  s.fixed_threads_built = true;
-  s.plain_form = true;
-  return s;
-}
-
 // Plain rows of three groups on 256 and 512 threads without the add, LayerNorm's and RMSNorm's,
 // take the kernels of more blocks an SM (NormConfig::packed_row, in the plain form) past twice
 // the rows that the SMs hold at 1024 threads (132 SMs: 1056 rows of 256 threads, 528 of 512), in
@@ -219,7 +206,13 @@ NormShape packable_rows(bool layer) {
 TEST(NormConfig, PlainRowsPackedPastTwoWaves) {
   for (const bool layer : {true, false}) {
     SCOPED_TRACE(layer ? "layer_norm" : "rms_norm");
-    const NormShape s = packable_rows(layer);
+    NormShape s;  // 132 SMs, bf16
+    s.layer = layer;
+    s.min_blocks_per_sm = 2;
+    s.whole_groups = true;
+    s.outputs_apart = true;
+    s.fixed_threads_built = true;
+    s.plain_form = true;
     struct Case {
       int64_t cols, rows;
       int threads, items;
