@@ -290,6 +290,19 @@ using Bytes16 = uint4;
 static_assert(sizeof(Bytes8) == 8 && alignof(Bytes8) == 8, "Bytes8: 8 bytes, 8-aligned");
 static_assert(sizeof(Bytes16) == 16 && alignof(Bytes16) == 16, "Bytes16: 16 bytes, 16-aligned");
 
+// A 16-byte load of data that the kernel reads once and nothing after it reads again soon (a
+// row's x, residual, gate, up), marked to be evicted first (CUDA: ld.global.cs, evict-first in L1
+// and L2; HIP: a nontemporal load). Where a call moves more than the L2 holds, its reads then
+// give way before its writes, which stay in L2 (dirty) rather than going to memory during the
+// call, and the next kernel finds them there. Never for what other blocks read too (the weight).
+FUSEKIT_DEVICE Bytes16 load_once(const Bytes16* p) {
+#if FUSEKIT_PLATFORM_HIP
+  return __builtin_nontemporal_load(p);
+#else
+  return __ldcs(p);
+#endif
+}
+
 // Butterfly exchange within a warp of kWarp lanes (32 on NVIDIA and RDNA, 64 on CDNA); T: float
 // or unsigned.
 template <int kWarp, class T>

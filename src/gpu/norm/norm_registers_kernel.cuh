@@ -76,8 +76,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     const int col = first_col + (t + i * tpr) * G;
     const bool in_row = item_in_row<kFit, kItems>(i, items, col, n);
     if (active && in_row) {
-      x[i] = load_item<K>(x_row, col, n, vector_item(i));
-      if constexpr (K::kAdd) h[i] = load_item<K>(r_row, col, n, vector_item(i));
+      x[i] = load_item<K, true>(x_row, col, n, vector_item(i));
+      if constexpr (K::kAdd) h[i] = load_item<K, true>(r_row, col, n, vector_item(i));
     } else {
       x[i] = filled_group<TX, G>(0.0f);
       h[i] = filled_group<TR, G>(0.0f);
