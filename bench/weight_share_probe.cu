@@ -9,7 +9,9 @@
 //   pair     two rows a thread, the weight loaded once for both (half the weight traffic)
 //   copy     the row copied, no reduction, no weight (the bytes' floor)
 // and the fused add in place (x + r -> r, norm -> x). The row form also with what else sets the
-// library's kernels apart (Variant), and in graphs of 1000 calls (the library's benchmark).
+// library's kernels apart (Variant), in graphs of 1000 calls (the library's benchmark), and held
+// to two or three 512-thread blocks an SM (held_rungs). Without --all only the rungs of the
+// questions still open print (shape()).
 // Outside the library's build on purpose; CUDA only:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o weight_share_probe \
 //     bench/weight_share_probe.cu
@@ -304,17 +306,21 @@ float captured_us(const std::function<void(cudaStream_t)>& call, cudaStream_t s,
 
 // The same for back-to-back launches of a probe kernel with PDL; rows of n. carveout:
 // cudaFuncAttributePreferredSharedMemoryCarveout, -1 the driver's default, else percent of the
-// largest shared memory an SM holds; set for this timing only.
+// largest shared memory an SM holds; dynamic_smem: bytes of dynamic shared memory a block asks
+// for and never touches (what it does is limit how many blocks an SM holds); both set for this
+// timing only.
 template <int kPad>
 float graph_us(void (*kernel)(ProbeArgs<kPad>), int blocks, int threads, int n, const Buffers& b,
-               cudaStream_t s, int calls = 200, int carveout = -1) {
+               cudaStream_t s, int calls = 200, int carveout = -1, int dynamic_smem = 0) {
   if (carveout >= 0) {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
   }
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem));
   const ProbeArgs<kPad> args = probe_args<kPad>(b, n);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = dynamic_smem;
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
@@ -330,17 +336,34 @@ float graph_us(void (*kernel)(ProbeArgs<kPad>), int blocks, int threads, int n, 
   return us;
 }
 
+// The row form at 512 threads held to two or three blocks an SM by dynamic shared memory it
+// does not use, the carveout the same for both (72% of 228 KB: 164 KB, so L1 keeps 92 KB):
+// whether the blocks an SM can hold beyond those a call places (PDL starts the next call's blocks
+// while this call's still run) is what sets the lean kernel (40 registers: three 512-thread
+// blocks an SM) apart from the library's (48: two). Prints the blocks an SM holds as launched.
 template <int kThreads, int kItems, bool kAdd>
-void shape(int rows, const Buffers& b, cudaStream_t s) {
+void held_rungs(int rows, const Buffers& b, cudaStream_t s) {
   constexpr int n = kThreads * kItems * 8;
-  std::printf("%-18s [%3d, %5d] %3d x %d:", kAdd ? "fused_add_rms_norm" : "rms_norm", rows, n,
-              kThreads, kItems);
+  auto kernel = norm_probe<kThreads, kItems, kRow, kAdd>;
+  for (const int kb : {52, 78}) {
+    const int dynamic_smem = kb * 1024;
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 72));
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem));
+    int held = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&held, kernel, kThreads, dynamic_smem));
+    std::printf(" held%d(%dKB) %.3f", held, kb,
+                graph_us(kernel, rows, kThreads, n, b, s, 200, 72, dynamic_smem));
+  }
+}
+
+// The rungs whose questions were answered (bench/NOTES.md, "Norm v65"): printed with --all.
+template <int kThreads, int kItems, bool kAdd>
+void answered_rungs(int rows, const Buffers& b, cudaStream_t s) {
+  constexpr int n = kThreads * kItems * 8;
   auto t = [&](auto kernel, int blocks, int calls = 200, int carveout = -1) {
     return graph_us(kernel, blocks, kThreads, n, b, s, calls, carveout);
   };
-  std::printf(" row %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows));
   std::printf(" row1000 %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows, 1000));
-  std::printf(" no_w %.3f", t(norm_probe<kThreads, kItems, kNoWeight, kAdd>, rows));
   std::printf(" pair %.3f", t(norm_probe<kThreads, kItems, kPair, kAdd>, rows / 2));
   std::printf(" big_args %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kBigArgs>, rows));
   std::printf(" smem5k %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad>, rows));
@@ -356,6 +379,22 @@ void shape(int rows, const Buffers& b, cudaStream_t s) {
               t(norm_probe<kThreads, kItems, kRow, kAdd, kSharedPad>, rows, 200, 100));
   std::printf(" row_c100 %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows, 200, 100));
   std::printf(" divide %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kDivide>, rows));
+  std::printf(" early %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kEarlyTrigger>, rows));
+}
+
+// Every rung, or (all = false) those of the questions still open: the rest were measured
+// (bench/NOTES.md, "Norm v65" and "Norm v66") and print with --all.
+template <int kThreads, int kItems, bool kAdd>
+void shape(int rows, const Buffers& b, cudaStream_t s, bool all) {
+  constexpr int n = kThreads * kItems * 8;
+  std::printf("%-18s [%3d, %5d] %3d x %d:", kAdd ? "fused_add_rms_norm" : "rms_norm", rows, n,
+              kThreads, kItems);
+  auto t = [&](auto kernel, int blocks, int calls = 200, int carveout = -1) {
+    return graph_us(kernel, blocks, kThreads, n, b, s, calls, carveout);
+  };
+  std::printf(" row %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd>, rows));
+  if (kThreads == 512) held_rungs<kThreads, kItems, kAdd>(rows, b, s);
+  std::printf(" no_w %.3f", t(norm_probe<kThreads, kItems, kNoWeight, kAdd>, rows));
   std::printf(" warps_first %.3f",
               t(norm_probe<kThreads, kItems, kRow, kAdd, kWarpsFirst>, rows));
   std::printf(" fold_once %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kFoldOnce>, rows));
@@ -363,7 +402,7 @@ void shape(int rows, const Buffers& b, cudaStream_t s) {
               t(norm_probe<kThreads, kItems, kRow, kAdd, kWeightBeside>, rows));
   std::printf(" library_path %.3f",
               t(norm_probe<kThreads, kItems, kRow, kAdd, kLibraryPath>, rows));
-  std::printf(" early %.3f", t(norm_probe<kThreads, kItems, kRow, kAdd, kEarlyTrigger>, rows));
+  if (all) answered_rungs<kThreads, kItems, kAdd>(rows, b, s);
   if (!kAdd) std::printf(" copy %.3f", t(norm_probe<kThreads, kItems, kCopy, kAdd>, rows));
 #ifdef PROBE_WITH_FUSEKIT
   // The library's call of the same shape in the same harness (its own launch heuristic).
@@ -404,7 +443,8 @@ bool pair_matches_row(const Buffers& b, cudaStream_t s) {
   CK(cudaStreamSynchronize(s));
   return std::memcmp(a.data(), c.data(), bytes) == 0;
 }
-int main() {
+int main(int argc, char** argv) {
+  const bool all = argc > 1 && std::strcmp(argv[1], "--all") == 0;
   const size_t bytes = size_t{1024} * 16384 * 2;
   Buffers b;
   CK(cudaMalloc(&b.x, bytes));
@@ -429,10 +469,10 @@ int main() {
   std::printf("pair form's bits equal the row form's: %s\n", pair_matches_row(b, s) ? "yes" : "NO");
   for (int round = 0; round < 3; ++round) {
     std::printf("round %d\n", round + 1);
-    shape<256, 2, false>(256, b, s);
-    shape<512, 2, false>(256, b, s);
-    shape<256, 4, false>(64, b, s);
-    shape<512, 2, true>(256, b, s);
+    shape<256, 2, false>(256, b, s, all);
+    shape<512, 2, false>(256, b, s, all);
+    shape<256, 4, false>(64, b, s, all);
+    shape<512, 2, true>(256, b, s, all);
   }
   return 0;
 }
