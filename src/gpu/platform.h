@@ -20,6 +20,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cuda/annotated_ptr>  // load_once's cache policy
 #endif
 
 #include "core/host_device.h"  // FUSEKIT_HOST_DEVICE
@@ -291,15 +293,22 @@ static_assert(sizeof(Bytes8) == 8 && alignof(Bytes8) == 8, "Bytes8: 8 bytes, 8-a
 static_assert(sizeof(Bytes16) == 16 && alignof(Bytes16) == 16, "Bytes16: 16 bytes, 16-aligned");
 
 // A 16-byte load of data that the kernel reads once and nothing after it reads again soon (a
-// row's x, residual, gate, up), marked to be evicted first (CUDA: ld.global.cs, evict-first in L1
-// and L2; HIP: a nontemporal load). Where a call moves more than the L2 holds, its reads then
+// row's x, residual, gate, up), marked to leave the L2 first (CUDA sm_80+: the L2 policy
+// evict-first, access_property::streaming, on an ordinary load the compiler schedules as any
+// other; HIP: a nontemporal load). Where a call moves more than the L2 holds, its reads then
 // give way before its writes, which stay in L2 (dirty) rather than going to memory during the
 // call, and the next kernel finds them there. Never for what other blocks read too (the weight).
+// Not ld.global.cs (__ldcs): an asm volatile that the compiler does not move, which changed the
+// schedule around it (8-16 bytes of spill in kernels at their register bound).
 FUSEKIT_DEVICE Bytes16 load_once(const Bytes16* p) {
 #if FUSEKIT_PLATFORM_HIP
   return __builtin_nontemporal_load(p);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr uint64_t kEvictFirst = static_cast<uint64_t>(
+      cuda::access_property(cuda::access_property::streaming{}));
+  return *static_cast<const Bytes16*>(__nv_associate_access_property(p, kEvictFirst));
 #else
-  return __ldcs(p);
+  return *p;
 #endif
 }
 
