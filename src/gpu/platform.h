@@ -295,15 +295,14 @@ static_assert(sizeof(Bytes16) == 16 && alignof(Bytes16) == 16, "Bytes16: 16 byte
 // A 16-byte load of data that the kernel reads once and nothing after it reads again soon (a
 // row's x, residual, gate, up), marked to leave the L2 first (CUDA sm_80+: the L2 policy
 // evict-first, access_property::streaming, on an ordinary load the compiler schedules as any
-// other; HIP: a nontemporal load). Where a call moves more than the L2 holds, its reads then
-// give way before its writes, which stay in L2 (dirty) rather than going to memory during the
-// call, and the next kernel finds them there. Never for what other blocks read too (the weight).
-// Not ld.global.cs (__ldcs): an asm volatile that the compiler does not move, which changed the
-// schedule around it (8-16 bytes of spill in kernels at their register bound).
+// other). Where a call moves more than the L2 holds, its reads then give way before its writes,
+// which stay in L2 (dirty) rather than going to memory during the call, and the next kernel
+// finds them there. Never for what other blocks read too (the weight). Not ld.global.cs
+// (__ldcs): an asm volatile that the compiler does not move, which changed the schedules around
+// it (8 bytes of spill in kernels at their register bound). HIP: an ordinary load; a hint was not
+// measured on AMD GPUs, whose caches differ.
 FUSEKIT_DEVICE Bytes16 load_once(const Bytes16* p) {
-#if FUSEKIT_PLATFORM_HIP
-  return __builtin_nontemporal_load(p);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if !FUSEKIT_PLATFORM_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr uint64_t kEvictFirst = static_cast<uint64_t>(
       cuda::access_property(cuda::access_property::streaming{}));
   return *static_cast<const Bytes16*>(__nv_associate_access_property(p, kEvictFirst));
