@@ -164,9 +164,16 @@ struct RegistersKernelBound {
                                 (kThreadsPerRow == 256 || kThreadsPerRow == 512)),
                 "a packed row: plain kernels without the add, 256 or 512 threads x 3 groups");
   static constexpr int kThreads = kPackedRow ? kThreadsPerRow : K::kMaxThreads;
+  // RMSNorm's plain rows of 512 threads x one or two groups (the decode batches' rows of N = 4096
+  // and 8192 in 16 bits, a row an SM or two): three blocks an SM (40 registers, no spill; 48
+  // under the general bound), so that an SM holding two of a call's blocks has room for the next
+  // call's, which programmatic dependent launch starts while this call's finish.
+  static constexpr bool kDecodeRows =
+      kPlain && kThreadsPerRow == 512 && kItems <= 2 && !kSpreadRows && !K::kLayer;
   static constexpr int kMinBlocks =
-      kPackedRow ? kNormPackedRowSmThreads / kThreads
-                 : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1 : K::kMinBlocksPerSm);
+      kPackedRow    ? kNormPackedRowSmThreads / kThreads
+      : kDecodeRows ? 3
+                    : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1 : K::kMinBlocksPerSm);
 };
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
