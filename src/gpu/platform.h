@@ -298,9 +298,8 @@ static_assert(sizeof(Bytes16) == 16 && alignof(Bytes16) == 16, "Bytes16: 16 byte
 // other). Where a call moves more than the L2 holds, its reads then give way before its writes,
 // which stay in L2 (dirty) rather than going to memory during the call, and the next kernel
 // finds them there. Never for what other blocks read too (the weight). Not ld.global.cs
-// (__ldcs): an asm volatile that the compiler does not move, which changed the schedules around
-// it (8 bytes of spill in kernels at their register bound). HIP: an ordinary load; a hint was not
-// measured on AMD GPUs, whose caches differ.
+// (__ldcs), whose asm volatile the compiler may not move (bench/NOTES.md, "Reads of a row marked
+// evict-first"). HIP: an ordinary load; no hint was measured on AMD GPUs, whose caches differ.
 FUSEKIT_DEVICE Bytes16 load_once(const Bytes16* p) {
 #if !FUSEKIT_PLATFORM_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr uint64_t kEvictFirst = static_cast<uint64_t>(
