@@ -20,8 +20,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-
-#include <cuda/annotated_ptr>  // load_once's cache policy
 #endif
 
 #include "core/host_device.h"  // FUSEKIT_HOST_DEVICE
@@ -291,24 +289,6 @@ using Bytes16 = uint4;
 #endif
 static_assert(sizeof(Bytes8) == 8 && alignof(Bytes8) == 8, "Bytes8: 8 bytes, 8-aligned");
 static_assert(sizeof(Bytes16) == 16 && alignof(Bytes16) == 16, "Bytes16: 16 bytes, 16-aligned");
-
-// A 16-byte load of data that the kernel reads once and nothing after it reads again soon (a
-// row's x, residual, gate, up), marked to leave the L2 first (CUDA sm_80+: the L2 policy
-// evict-first, access_property::streaming, on an ordinary load the compiler schedules as any
-// other). Where a call moves more than the L2 holds, its reads then give way before its writes,
-// which stay in L2 (dirty) rather than going to memory during the call, and the next kernel
-// finds them there. Never for what other blocks read too (the weight). Not ld.global.cs
-// (__ldcs), whose asm volatile the compiler may not move (bench/NOTES.md, "Reads of a row marked
-// evict-first"). HIP: an ordinary load; no hint was measured on AMD GPUs, whose caches differ.
-FUSEKIT_DEVICE Bytes16 load_once(const Bytes16* p) {
-#if !FUSEKIT_PLATFORM_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  constexpr uint64_t kEvictFirst = static_cast<uint64_t>(
-      cuda::access_property(cuda::access_property::streaming{}));
-  return *static_cast<const Bytes16*>(__nv_associate_access_property(p, kEvictFirst));
-#else
-  return *p;
-#endif
-}
 
 // Butterfly exchange within a warp of kWarp lanes (32 on NVIDIA and RDNA, 64 on CDNA); T: float
 // or unsigned.

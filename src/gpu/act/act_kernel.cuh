@@ -259,9 +259,8 @@ __global__ void __launch_bounds__(kActElementwiseThreads, elementwise_min_blocks
     const uint32_t row = a.row_of_slot.divide(slot);
     const uint32_t col = (slot - row * a.threads_per_row) * G;
     Packed<T, G> g, u;
-    g.load_once(static_cast<const T*>(a.gate) +
-                (row * static_cast<uint32_t>(a.gate_stride) + col));
-    u.load_once(static_cast<const T*>(a.up) + (row * static_cast<uint32_t>(a.up_stride) + col));
+    g.load(static_cast<const T*>(a.gate) + (row * static_cast<uint32_t>(a.gate_stride) + col));
+    u.load(static_cast<const T*>(a.up) + (row * static_cast<uint32_t>(a.up_stride) + col));
     float y[G];
     group_values<K, ForwardOps<T>>(g, u, y);
     pack_floats<T>(y).store(static_cast<T*>(a.out) +

@@ -60,16 +60,6 @@ struct Packed {
 #pragma unroll
     for (int i = 0; i < kAccesses; ++i) raw[i] = src[i];
   }
-  // The same, for data read once (load_once, platform.h): 16-byte accesses marked evict-first.
-  FUSEKIT_DEVICE void load_once(const T* p) {
-    if constexpr (kAccessBytes == 16) {
-      const Bytes16* src = reinterpret_cast<const Bytes16*>(p);
-#pragma unroll
-      for (int i = 0; i < kAccesses; ++i) raw[i] = fusekit::gpu::load_once(src + i);
-    } else {
-      load(p);
-    }
-  }
   FUSEKIT_DEVICE void store(T* p) const {
     Access* dst = reinterpret_cast<Access*>(p);
 #pragma unroll

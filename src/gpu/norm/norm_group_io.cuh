@@ -164,19 +164,12 @@ constexpr bool kEveryItemVector =
     K::kLoad == K::kGroup && (kFit == RowFit::kExact || kFit == RowFit::kWhole);
 
 // One 16-byte group of a row in its storage type: one vector access where `vector` (item_vector),
-// else load_group/store_group handle a partial last group and narrower accesses. kOnce: a row's
-// x or residual, which the call reads once (the blocks that share a row, NormConfig::
-// output_parts, read it at decode sizes, where nothing presses on the L2), with its vector
-// accesses marked evict-first (Packed::load_once); not the weight or bias, which every row reads.
-template <class K, bool kOnce = false, typename T>
+// else load_group/store_group handle a partial last group and narrower accesses.
+template <class K, typename T>
 FUSEKIT_DEVICE Packed<T, K::kGroup> load_item(const T* row, int col, int n, bool vector) {
   if (vector) {
     Packed<T, K::kGroup> p;
-    if constexpr (kOnce) {
-      p.load_once(row + col);
-    } else {
-      p.load(row + col);
-    }
+    p.load(row + col);
     return p;
   }
   return load_group<T, K::kGroup, K::kLoad>(row, col, n);
@@ -221,8 +214,8 @@ FUSEKIT_DEVICE void load_row_item(const typename K::TX* x_row, const typename K:
                                   Packed<typename K::TX, K::kGroup>& x,
                                   Packed<typename K::TR, K::kGroup>& h) {
   if (present) {
-    x = load_item<K, true>(x_row, col, n, kEveryItemVector<K, kFit>);
-    if constexpr (K::kAdd) h = load_item<K, true>(r_row, col, n, kEveryItemVector<K, kFit>);
+    x = load_item<K>(x_row, col, n, kEveryItemVector<K, kFit>);
+    if constexpr (K::kAdd) h = load_item<K>(r_row, col, n, kEveryItemVector<K, kFit>);
   } else {
     x = filled_group<typename K::TX, K::kGroup>(0.0f);
     h = filled_group<typename K::TR, K::kGroup>(0.0f);

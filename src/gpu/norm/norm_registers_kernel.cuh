@@ -76,8 +76,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     const int col = first_col + (t + i * tpr) * G;
     const bool in_row = item_in_row<kFit, kItems>(i, items, col, n);
     if (active && in_row) {
-      x[i] = load_item<K, true>(x_row, col, n, vector_item(i));
-      if constexpr (K::kAdd) h[i] = load_item<K, true>(r_row, col, n, vector_item(i));
+      x[i] = load_item<K>(x_row, col, n, vector_item(i));
+      if constexpr (K::kAdd) h[i] = load_item<K>(r_row, col, n, vector_item(i));
     } else {
       x[i] = filled_group<TX, G>(0.0f);
       h[i] = filled_group<TR, G>(0.0f);
@@ -164,16 +164,9 @@ struct RegistersKernelBound {
                                 (kThreadsPerRow == 256 || kThreadsPerRow == 512)),
                 "a packed row: plain kernels without the add, 256 or 512 threads x 3 groups");
   static constexpr int kThreads = kPackedRow ? kThreadsPerRow : K::kMaxThreads;
-  // RMSNorm's plain rows of 512 threads x one or two groups (the decode batches' rows of N = 4096
-  // and 8192 in 16 bits, a row an SM or two): three blocks an SM (40 registers, no spill; 48
-  // under the general bound), so that an SM holding two of a call's blocks has room for the next
-  // call's, which programmatic dependent launch starts while this call's finish.
-  static constexpr bool kDecodeRows =
-      kPlain && kThreadsPerRow == 512 && kItems <= 2 && !kSpreadRows && !K::kLayer;
   static constexpr int kMinBlocks =
-      kPackedRow    ? kNormPackedRowSmThreads / kThreads
-      : kDecodeRows ? 3
-                    : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1 : K::kMinBlocksPerSm);
+      kPackedRow ? kNormPackedRowSmThreads / kThreads
+                 : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1 : K::kMinBlocksPerSm);
 };
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
