@@ -403,6 +403,18 @@ FUSEKIT_DEVICE void issue_memory_accesses_here() {
 #endif
 }
 
+// True for every v that is never negative (a sum of squares; NaN too), but known only once v is:
+// a guard that holds the memory accesses under it until v is computed, where the scheduler would
+// otherwise issue them as early as their addresses allow (issue_memory_accesses_here pins memory
+// accesses against each other, not against math). opaque_register keeps the compiler from
+// folding the test from how v was formed. The RMSNorm decode kernels' weight loads wait for the
+// row's squares so (norm_registers_kernel.cuh).
+FUSEKIT_DEVICE bool known_once(float non_negative) {
+  uint32_t bits = __float_as_uint(non_negative);
+  opaque_register(bits);
+  return !(__uint_as_float(bits) < 0.0f);
+}
+
 // a * b, rounded on its own: never fused with an add that uses it into one fma. The compiler
 // otherwise decides per kernel whether to fuse (a product that goes through a select is not
 // fused, one that goes straight into an add is), so sums of products would round differently in

@@ -89,9 +89,15 @@ enum class OutputForm {
 // through the reductions, not as the floats that its sum and its squares unpacked; for kernels
 // built for more blocks an SM than their floats would leave registers for
 // (norm_registers_kernel.cuh).
-template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, bool kPackedRow, int kItems,
-          class Affine, class Reduce, class ReduceMax, class StaticScale, class Moments,
-          class MaxRule>
+// kRowOfThreadItems: the row is tpr x kItems groups, tpr a power of two known at compile time
+// (the registers kernel's exact rows of a fixed thread count), so its length is a constant.
+// `after_squares(v)` runs once RMSNorm's squares are summed over the thread's groups (v, the
+// thread's value for the reduction), before the reduction (not where kPFirst): where the
+// registers kernel issues the weight's loads in its decode kernels (normalize_row_slice says
+// why); nothing elsewhere (NothingAfterSquares).
+template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, bool kPackedRow,
+          bool kRowOfThreadItems, int kItems, class Affine, class Reduce, class ReduceMax,
+          class StaticScale, class Moments, class MaxRule, class AfterSquares>
 FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool active, int t,
                                     int tpr, int first_col, int items,
                                     Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -99,7 +105,8 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
                                     const Affine& affine, const Reduce& reduce,
                                     const ReduceMax& reduce_max, bool writes_stats,
                                     const StaticScale& static_scale, const Moments& moments,
-                                    bool writes_outputs, const MaxRule& max_rule) {
+                                    bool writes_outputs, const MaxRule& max_rule,
+                                    const AfterSquares& after_squares) {
   using TX = typename K::TX;
   using TR = typename K::TR;
   constexpr int G = K::kGroup;
@@ -123,6 +130,18 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
                                           : col + e < n;
   };
   auto vector_item = [](int i) { return item_vector<K, kFit, kItems>(i); };
+  // v / n. Where the row is tpr x kItems groups (kRowOfThreadItems) and kItems x G is a power of
+  // two, so is n, and v * 2^-log2(n) rounds the same real number as v / n: the same bits, one
+  // multiply by a constant in place of the IEEE division's instructions and slow-path branch on
+  // the path from the reduction to the outputs (bench/NOTES.md, "Norm v69").
+  auto over_n = [&](float v) {
+    constexpr int kThreadElems = kItems * G;
+    if constexpr (kRowOfThreadItems && (kThreadElems & (kThreadElems - 1)) == 0) {
+      return v * exp2_int(-(floor_log2(tpr) + log2_of_power_of_two(kThreadElems)));
+    } else {
+      return v / static_cast<float>(n);
+    }
+  };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
   // the reductions, so that the stores are under way while the row is reduced.
   if constexpr (K::kAdd) {
@@ -212,7 +231,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       if constexpr (kPackedRow) repack();
       // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
       // depend on how many zero slots the tree held.
-      mean = reduce(tree_sum(part), 0) / static_cast<float>(n) + 0.0f;
+      mean = over_n(reduce(tree_sum(part), 0)) + 0.0f;
       total = reduce(squares_about(mean), 1);
     }
   } else {
@@ -244,10 +263,12 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       total = row_values.sum;
       max_p = row_values.max;
     } else {
-      total = reduce(tree_sum(part), 0);
+      const float thread_squares = tree_sum(part);  // (tree_sum folds part in place)
+      after_squares(thread_squares);
+      total = reduce(thread_squares, 0);
     }
   }
-  const float rstd = rsqrtf(total / static_cast<float>(n) + a.eps);
+  const float rstd = rsqrtf(over_n(total) + a.eps);
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
   // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
   // cluster paths); so does LayerNorm at more than four groups per thread (five: 24
@@ -343,13 +364,20 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   }
 }
 
+// finish_row's hook after RMSNorm's squares where a kernel has nothing to do there.
+struct NothingAfterSquares {
+  FUSEKIT_DEVICE void operator()(float) const {}
+};
+
 // The second half of the registers and cluster kernels (finish_row_impl says what it does). An
 // fp8 output whose y stays in registers takes its max beside the sum where `max_rule` is
 // MaxBesideSum: the registers kernel passes it for a dynamic scale only, from a path of its own
 // (norm_registers_kernel.cuh says why).
-template <class K, RowFit kFit, OutputForm kForm, bool kPackedRow = false, int kItems,
+template <class K, RowFit kFit, OutputForm kForm, bool kPackedRow = false,
+          bool kRowOfThreadItems = false, int kItems,
           class Affine, class Reduce, class ReduceMax, class StaticScale,
-          class Moments = NoSliceMoments, class MaxRule = MaxAfterSum>
+          class Moments = NoSliceMoments, class MaxRule = MaxAfterSum,
+          class AfterSquares = NothingAfterSquares>
 FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active, int t, int tpr,
                                int first_col, int items,
                                Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -357,12 +385,12 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
                                const Affine& affine, const Reduce& reduce,
                                const ReduceMax& reduce_max, bool writes_stats,
                                const StaticScale& static_scale, const Moments& moments = {},
-                               bool writes_outputs = true, const MaxRule& max_rule = {}) {
+                               bool writes_outputs = true, const MaxRule& max_rule = {},
+                               const AfterSquares& after_squares = {}) {
   constexpr bool kPFirst = kFp8KeepsY<K, kItems> && MaxRule::kUsed;
-  finish_row_impl<K, kFit, kForm, kPFirst, kPackedRow>(a, row, active, t, tpr, first_col, items,
-                                                       x, h, affine, reduce, reduce_max,
-                                                       writes_stats, static_scale, moments,
-                                                       writes_outputs, max_rule);
+  finish_row_impl<K, kFit, kForm, kPFirst, kPackedRow, kRowOfThreadItems>(
+      a, row, active, t, tpr, first_col, items, x, h, affine, reduce, reduce_max, writes_stats,
+      static_scale, moments, writes_outputs, max_rule, after_squares);
 }
 
 }  // namespace fusekit::gpu

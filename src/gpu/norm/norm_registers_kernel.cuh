@@ -20,8 +20,8 @@ namespace fusekit::gpu {
 // ptxas's allocation for these hot kernels: through the helpers, 72 -> 81 registers for the fused
 // add, which costs it a block per SM.)
 template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
-          bool kHoldAffine, bool kAffineAtOnce, bool kPackedRow, class Reduce, class ReduceMax,
-          class Moments, class MaxRule>
+          bool kHoldAffine, bool kAffineAtOnce, bool kPackedRow, bool kWeightAfterSquares,
+          bool kRowOfThreadItems, class Reduce, class ReduceMax, class Moments, class MaxRule>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, const Moments& moments,
@@ -43,9 +43,15 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // them after its reductions (affine), keeping the registers for occupancy (bf16 x with fp32
   // affine at two groups spills otherwise): group by group, or where kAffineAtOnce (LayerNorm
   // alone, fixed thread counts: norm_registers_kernel) every group's at the first group's outputs.
+  // Or where kWeightAfterSquares (RMSNorm's plain kernels of one row a block: the decode batches'),
+  // RMSNorm issues them once the row's squares are summed, before the reduction (weight_loads):
+  // beside the row's, they delay the row's own data, which the squares wait for, while past the
+  // squares their latency still hides behind the reduction (bench/NOTES.md, "Norm v68").
+  static_assert(!kWeightAfterSquares || (!K::kLayer && !kWeightAtOutput),
+                "the weight after the squares: RMSNorm's early weight only");
   constexpr bool kEarlyWeight =
       K::kLayer ? kItems * 2 * G * static_cast<int>(sizeof(TW)) <= 16 * 4 || kHoldAffine
-                : !kWeightAtOutput;
+                : !kWeightAtOutput && !kWeightAfterSquares;
   const TW* bias = K::kLayer ? static_cast<const TW*>(a.bias) : nullptr;
   Packed<TX, G> x[kItems];
   Packed<TR, G> h[kItems];
@@ -96,6 +102,23 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       }
     }
   }
+  // kWeightAfterSquares: finish_row's hook after the squares, given their sum. The loads are
+  // guarded by that sum (known_once), else ptxas hoists them up beside the row's; the warp
+  // barrier after them (issue_memory_accesses_here) keeps them before the reduction's first store
+  // to shared memory, so that they are in flight while the row is summed.
+  auto weight_loads = [&](float thread_squares) {
+    if constexpr (kWeightAfterSquares) {
+      const bool squares_known = known_once(thread_squares);
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int col = first_col + (t + i * tpr) * G;
+        if (squares_known && item_in_row<kFit, kItems>(i, items, col, n)) {
+          w[i] = weight_item(i, col);
+        }
+      }
+      issue_memory_accesses_here();
+    }
+  };
   auto affine = [&](int i, int col, float (&wv)[G], float (&bv)[G]) {
     // Late (LayerNorm at four groups, the fused add with kWeightAtOutput): from cache, as every
     // row reads them, with registers kept for occupancy while the row stays in registers across
@@ -114,7 +137,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
           }
         }
       }
-    } else if constexpr (!kEarlyWeight) {
+    } else if constexpr (!kEarlyWeight && !kWeightAfterSquares) {
       w[i] = weight_item(i, col);
     }
     to_floats(w[i], wv);
@@ -136,9 +159,14 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // A static fp8 scale (kRegistersScaleRead), staged now that the row's loads are issued.
   const auto static_scale = static_scale_reader<K, kRegistersScaleRead<K, MaxRule>>(a, tpr);
   stage_static_scale(a, static_scale);
-  finish_row<K, kFit, kForm, kPackedRow>(a, row, active, t, tpr, first_col, items, x, h, affine,
-                                         reduce, reduce_max, writes_stats, static_scale, moments,
-                                         writes_outputs, max_rule);
+  // Exact rows are tpr x kItems groups (RowFit::kExact), which finish_row's division uses where
+  // tpr is a constant (kRowOfThreadItems: the registers kernel's fixed thread counts). RMSNorm's
+  // without fp8 output only: without the division's call, which had fenced them, ptxas moved
+  // loads in LayerNorm's general four-group kernels of 64 and 128 threads (16-24 bytes spilled)
+  // and in RMSNorm's fp8 kernels of four groups (8-32 bytes).
+  finish_row<K, kFit, kForm, kPackedRow, kRowOfThreadItems>(
+      a, row, active, t, tpr, first_col, items, x, h, affine, reduce, reduce_max, writes_stats,
+      static_scale, moments, writes_outputs, max_rule, weight_loads);
 }
 
 // LayerNorm's kernels of shared and split rows (NormConfig::output_parts, split_blocks) hold the
@@ -218,6 +246,8 @@ __global__ void __launch_bounds__(
   constexpr bool kExactOrLastPartial = kFit == RowFit::kExact || kFit == RowFit::kLastPartial;
   static_assert(!kPlain || (kFixed && kExactOrLastPartial),
                 "plain: fixed kernels of whole rows only");
+  static_assert((kThreadsPerRow & (kThreadsPerRow - 1)) == 0,
+                "a row's threads: a power of two (finish_row's division of exact rows)");
   static_assert(!kSplitRows || (kFixed && kExactOrLastPartial && !kSharedRows),
                 "split rows: fixed kernels of whole rows only");
   const int tpr = kFixed ? kThreadsPerRow : 1 << a.threads_per_row_log2;
@@ -318,10 +348,16 @@ __global__ void __launch_bounds__(
   constexpr bool kAffineAtOnce =
       K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256 && kItems <= kNormMaxItems &&
       !kPackedRow && !(kFit == RowFit::kLastPartial && kItems == kNormMaxItems && !kSplitRows);
+  // RMSNorm's plain kernels of one row a block (the decode batches' rows, M of about 32-264) load
+  // the weight after the row's squares (normalize_row_slice); the shared and split rows of
+  // one-row calls keep it beside the row's loads.
+  constexpr bool kWeightAfterSquares =
+      !K::kLayer && kPlain && !kSharedRows && !kSplitRows && !kWeightAtOutput;
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
                         kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce,
-                        kPackedRow>(
+                        kPackedRow, kWeightAfterSquares,
+                        !K::kLayer && !K::kFp8Out && kFixed && kFit == RowFit::kExact>(
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };
