@@ -348,9 +348,10 @@ __global__ void __launch_bounds__(
   constexpr bool kAffineAtOnce =
       K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256 && kItems <= kNormMaxItems &&
       !kPackedRow && !(kFit == RowFit::kLastPartial && kItems == kNormMaxItems && !kSplitRows);
-  // RMSNorm's plain kernels of one row a block (the decode batches' rows, M of about 32-264) load
-  // the weight after the row's squares (normalize_row_slice); the shared and split rows of
-  // one-row calls keep it beside the row's loads.
+  // RMSNorm's plain kernels of one row a block (the decode batches' rows, M of about 32-264; at
+  // large batches the packed rows and the fused add's of N = 16384) load the weight after the
+  // row's squares (normalize_row_slice); the shared and split rows of one-row calls keep it
+  // beside the row's loads.
   constexpr bool kWeightAfterSquares =
       !K::kLayer && kPlain && !kSharedRows && !kSplitRows && !kWeightAtOutput;
   auto slice = [&](const auto& max_rule) {
