@@ -160,7 +160,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const auto static_scale = static_scale_reader<K, kRegistersScaleRead<K, MaxRule>>(a, tpr);
   stage_static_scale(a, static_scale);
   // Exact rows are tpr x kItems groups (RowFit::kExact), which finish_row's division uses where
-  // tpr is a constant (kRowOfThreadItems: the registers kernel's fixed thread counts). RMSNorm's
+  // tpr is a constant (kRowOfThreadItems: the plain kernels' fixed thread counts). RMSNorm's
   // without fp8 output only: without the division's call, which had fenced them, ptxas moved
   // loads in LayerNorm's general four-group kernels of 64 and 128 threads (16-24 bytes spilled)
   // and in RMSNorm's fp8 kernels of four groups (8-32 bytes).
@@ -348,17 +348,22 @@ __global__ void __launch_bounds__(
   constexpr bool kAffineAtOnce =
       K::kLayer && !K::kAdd && kFixed && kThreadsPerRow <= 256 && kItems <= kNormMaxItems &&
       !kPackedRow && !(kFit == RowFit::kLastPartial && kItems == kNormMaxItems && !kSplitRows);
-  // RMSNorm's plain kernels of one row a block (the decode batches' rows, M of about 32-264; at
-  // large batches the packed rows and the fused add's of N = 16384) load the weight after the
-  // row's squares (normalize_row_slice); the shared and split rows of one-row calls keep it
+  // RMSNorm's plain kernels of one row a block on 512 threads (the decode batches' rows of N =
+  // 8192 and 16384 bf16; at large batches the fused add's of N = 16384) and the packed rows
+  // (N = 6144, 12288 at large batches) load the weight after the row's squares
+  // (normalize_row_slice): 0.96-0.98x the time there. On 128 and 256 threads it measured 1.02-1.08x
+  // (bench/NOTES.md, "Norm v68"); those, and the shared and split rows of one-row calls, keep it
   // beside the row's loads.
-  constexpr bool kWeightAfterSquares =
-      !K::kLayer && kPlain && !kSharedRows && !kSplitRows && !kWeightAtOutput;
+  constexpr bool kWeightAfterSquares = !K::kLayer && kPlain && !kSharedRows && !kSplitRows &&
+                                       !kWeightAtOutput && (kThreadsPerRow >= 512 || kPackedRow);
+  // The division by N as a product (finish_row) in the plain kernels: in the others (RMSNorm's
+  // 128 x 4 rows at large batches) it measured 1.04x the time at [2048, 4096] ("Norm v69").
+  constexpr bool kRowOfThreadItems =
+      !K::kLayer && !K::kFp8Out && kPlain && kFixed && kFit == RowFit::kExact;
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
                         kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce,
-                        kPackedRow, kWeightAfterSquares,
-                        !K::kLayer && !K::kFp8Out && kFixed && kFit == RowFit::kExact>(
+                        kPackedRow, kWeightAfterSquares, kRowOfThreadItems>(
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };
