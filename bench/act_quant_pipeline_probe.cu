@@ -30,19 +30,12 @@
 #include <cstring>
 #include <vector>
 
+#include "probe_common.h"
+
 #ifdef PROBE_WITH_FUSEKIT
 #include "fusekit/activation.h"
 #include "fusekit/fp8.h"
 #endif
-
-#define CK(x)                                                                \
-  do {                                                                       \
-    cudaError_t e = (x);                                                     \
-    if (e != cudaSuccess) {                                                  \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                          \
-    }                                                                        \
-  } while (0)
 
 namespace {
 
@@ -51,16 +44,6 @@ constexpr int kGroup = 8;   // bf16 elements a group
 constexpr float kFp8Max = 448.0f;
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
-__device__ __forceinline__ void unpack(const uint4& v, float (&f)[kGroup]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __bfloat1622float2(h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
 
 // Rows of [gate | up] (x of [M, 2N]); the thread's groups: warp tile of kItems x 32 groups,
 // item i of lane l at group (warp * kItems + i) * 32 + l.
@@ -244,13 +227,14 @@ float cold_median_us(const Buffers& b, Launch launch) {
 }  // namespace
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it is printed
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs\n", prop.name, sms);
   const int ns[] = {14336, 11008};
-  const int ms[] = {1024, 2048, 4096, 16384};
+  const int ms[] = {2048, 16384, 1024, 4096};
   const int64_t max_elems = int64_t{16384} * 14336;
   Buffers b;
   CK(cudaMalloc(&b.x, max_elems * 2 * sizeof(__nv_bfloat16)));

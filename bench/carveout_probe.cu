@@ -14,14 +14,7 @@
 #include <cstdio>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e = (x);                                                        \
-    if (e != cudaSuccess) {                                                     \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));    \
-      return 1;                                                                 \
-    }                                                                           \
-  } while (0)
+#include "probe_common.h"
 
 __global__ void flush_kernel(const uint4* p, size_t n, unsigned* sink) {
   extern __shared__ unsigned s[];

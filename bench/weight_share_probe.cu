@@ -27,18 +27,11 @@
 #include <functional>
 #include <vector>
 
+#include "probe_common.h"
+
 #ifdef PROBE_WITH_FUSEKIT
 #include "fusekit/norm.h"
 #endif
-
-#define CK(x)                                                                \
-  do {                                                                       \
-    cudaError_t e = (x);                                                     \
-    if (e != cudaSuccess) {                                                  \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                          \
-    }                                                                        \
-  } while (0)
 
 enum Form { kRow, kNoWeight, kPair, kCopy };
 // What else sets the library's kernels apart from these, one at a time on the row form: a larger
@@ -73,16 +66,6 @@ struct ProbeArgs {
   int n;
   char pad[kPadBytes];
 };
-
-__device__ __forceinline__ void unpack(const uint4& v, float (&f)[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __bfloat1622float2(h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
 
 __device__ __forceinline__ uint4 pack(const float (&f)[8]) {
   uint4 v;
