@@ -160,10 +160,10 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const auto static_scale = static_scale_reader<K, kRegistersScaleRead<K, MaxRule>>(a, tpr);
   stage_static_scale(a, static_scale);
   // Exact rows are tpr x kItems groups (RowFit::kExact), which finish_row's division uses where
-  // tpr is a constant (kRowOfThreadItems: the plain kernels' fixed thread counts). RMSNorm's
-  // without fp8 output only: without the division's call, which had fenced them, ptxas moved
-  // loads in LayerNorm's general four-group kernels of 64 and 128 threads (16-24 bytes spilled)
-  // and in RMSNorm's fp8 kernels of four groups (8-32 bytes).
+  // tpr is a constant (kRowOfThreadItems: the plain kernels' fixed thread counts; the rule, with
+  // why it leaves some out, is at its definition below). Without fp8 output: without the
+  // division's call, which had fenced them, ptxas moved loads in RMSNorm's fp8 kernels of four
+  // groups (8-32 bytes spilled).
   finish_row<K, kFit, kForm, kPackedRow, kRowOfThreadItems>(
       a, row, active, t, tpr, first_col, items, x, h, affine, reduce, reduce_max, writes_stats,
       static_scale, moments, writes_outputs, max_rule, weight_loads);
@@ -358,8 +358,12 @@ __global__ void __launch_bounds__(
                                        !kWeightAtOutput && (kThreadsPerRow >= 512 || kPackedRow);
   // The division by N as a product (finish_row) in the plain kernels: in the others (RMSNorm's
   // 128 x 4 rows at large batches) it measured 1.04x the time at [2048, 4096] ("Norm v69").
-  constexpr bool kRowOfThreadItems =
-      !K::kLayer && !K::kFp8Out && kPlain && kFixed && kFit == RowFit::kExact;
+  // LayerNorm's (its variance; the mean of 2^k rows is a product already) in the shared and split
+  // rows of one-row calls only: in its general four-group kernels of 64 and 128 threads ptxas,
+  // without the division's call, moved loads and spilled 16-24 bytes ("Norm v69", "Norm v71").
+  constexpr bool kRowOfThreadItems = !K::kFp8Out && kPlain && kFixed &&
+                                     kFit == RowFit::kExact &&
+                                     (!K::kLayer || kSharedRows || kSplitRows);
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
                         kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce,
