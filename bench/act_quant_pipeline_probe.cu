@@ -243,8 +243,10 @@ int main() {
   CK(cudaMalloc(&b.counters, (kReps + 2) * sizeof(int)));  // one a call
   CK(cudaMalloc(&b.flush, kFlushBytes));
   CK(cudaMalloc(&b.sink, sizeof(float)));
-  CK(cudaMalloc(&b.copy_src, max_elems * 5 / 2));
-  CK(cudaMalloc(&b.copy_dst, max_elems * 5 / 2));
+  // The copy moves half of a call's bytes each way: 5 bytes an element and a float a row.
+  const int64_t max_copy_bytes = (max_elems * 5 + int64_t{16384} * 4) / 2;
+  CK(cudaMalloc(&b.copy_src, max_copy_bytes));
+  CK(cudaMalloc(&b.copy_dst, max_copy_bytes));
   CK(cudaMemset(b.flush, 0, kFlushBytes));
   fill_random<<<1024, 256>>>(b.x, max_elems * 2, 12345u);
   CK(cudaDeviceSynchronize());
