@@ -482,11 +482,14 @@ FUSEKIT_DEVICE unsigned cluster_block_rank() {
 #endif
 }
 
-// Barrier over every thread of the cluster: shared-memory writes before it are visible to the
-// cluster's blocks after it (release / acquire).
+// Barrier over every thread of the cluster, after which every block of it has started and the
+// mailboxes its blocks initialized before it (mailbox_publish_init) are ready for peers' sends.
+// The arrival is relaxed: the mailboxes' own fence is what publishes them, the pairing PTX asks
+// of fence.mbarrier_init, so no other shared-memory write before it is ordered by it. A release
+// arrival would add a fence at GPU scope to every thread's path (MEMBAR.ALL.GPU on sm_90).
 FUSEKIT_DEVICE void cluster_barrier() {
 #if FUSEKIT_CLUSTER_DEVICE_CODE
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
                ::: "memory");
 #else
   __syncthreads();
