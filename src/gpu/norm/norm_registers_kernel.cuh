@@ -352,8 +352,9 @@ __global__ void __launch_bounds__(
   // 8192 and 16384 bf16; at large batches the fused add's of N = 16384) and the packed rows
   // (N = 6144, 12288 at large batches) load the weight after the row's squares
   // (normalize_row_slice): 0.96-0.98x the time there. On 128 and 256 threads it measured 1.02-1.08x
-  // (bench/NOTES.md, "Norm v68"); those, and the shared and split rows of one-row calls, keep it
-  // beside the row's loads.
+  // on an H200 and 0.97-1.02x on an H100 (bench/NOTES.md, "Norm v68", "The H100 run at
+  // 322ac87"); those, and the shared and split rows of one-row calls, keep it beside the row's
+  // loads.
   constexpr bool kWeightAfterSquares = !K::kLayer && kPlain && !kSharedRows && !kSplitRows &&
                                        !kWeightAtOutput && (kThreadsPerRow >= 512 || kPackedRow);
   // The division by N as a product (finish_row) in the plain kernels: in the others (RMSNorm's
