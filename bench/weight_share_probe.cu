@@ -11,7 +11,8 @@
 // and the fused add in place (x + r -> r, norm -> x). The row form also with what else sets the
 // library's kernels apart (Variant), in graphs of 1000 calls (the library's benchmark), and held
 // to two or three 512-thread blocks an SM (held_rungs). Without --all only the rungs of the
-// questions still open print (shape()).
+// questions still open print (shape()); --profile launches a few rungs for a profiler
+// (profile_shape()).
 // Outside the library's build on purpose; CUDA only:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o weight_share_probe \
 //     bench/weight_share_probe.cu
@@ -19,6 +20,7 @@
 //   nvcc ... -DPROBE_WITH_FUSEKIT -I include -I BUILD/include bench/weight_share_probe.cu \
 //     BUILD/libfusekit.a -lcuda -Xcompiler -fopenmp
 #include <cuda_bf16.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -413,6 +415,41 @@ void shape(int rows, const Buffers& b, cudaStream_t s, bool all) {
   std::printf(" us\n");
 }
 
+// For a profiler (--profile: ncu --profile-from-start off): at [256, 4096] and [256, 8192] the
+// lean row, fold_once, library_path and (linked) the library's own kernel, each launched three
+// times in turn as a stream of PDL launches, inside cudaProfilerStart / Stop; the profiler then
+// times and counts each kernel alone, so kernel time and launch overlap can be told apart.
+template <int kThreads, int kItems>
+void profile_shape(int rows, const Buffers& b, cudaStream_t s) {
+  constexpr int n = kThreads * kItems * 8;
+  auto launch = [&](auto kernel) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(rows);
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = s;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, kernel, probe_args<4>(b, n)));
+  };
+  for (int i = 0; i < 3; ++i) {
+    launch(norm_probe<kThreads, kItems, kRow, false>);
+    launch(norm_probe<kThreads, kItems, kRow, false, kFoldOnce>);
+    launch(norm_probe<kThreads, kItems, kRow, false, kLibraryPath>);
+#ifdef PROBE_WITH_FUSEKIT
+    using fusekit::TensorView;
+    const fusekit::Device gpu = fusekit::Device::gpu(0);
+    const auto bf16 = fusekit::DType::kBFloat16;
+    const TensorView x = TensorView::contiguous(b.x, bf16, gpu, {int64_t{rows}, int64_t{n}});
+    const TensorView out = TensorView::contiguous(b.out, bf16, gpu, {int64_t{rows}, int64_t{n}});
+    const TensorView w = TensorView::contiguous(b.w, bf16, gpu, {int64_t{n}});
+    if (!fusekit::rms_norm(out, x, w, 1e-6f, 0.0f, {}, s).ok()) std::exit(1);
+#endif
+  }
+}
+
 // The pair form gives each row the bits of the row form (the same sums in the same order).
 bool pair_matches_row(const Buffers& b, cudaStream_t s) {
   constexpr int kRowsN = 256, kT = 512, kI = 2, kN = kT * kI * 8;
@@ -428,6 +465,7 @@ bool pair_matches_row(const Buffers& b, cudaStream_t s) {
 }
 int main(int argc, char** argv) {
   const bool all = argc > 1 && std::strcmp(argv[1], "--all") == 0;
+  const bool profile = argc > 1 && std::strcmp(argv[1], "--profile") == 0;
   const size_t bytes = size_t{1024} * 16384 * 2;
   Buffers b;
   CK(cudaMalloc(&b.x, bytes));
@@ -449,6 +487,16 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&p, 0));
   std::printf("%s, %d SMs; graph replay of 200 calls with PDL, median us a call\n", p.name,
               p.multiProcessorCount);
+  if (profile) {
+    profile_shape<256, 2>(256, b, s);  // warm-up outside the profiled range
+    CK(cudaStreamSynchronize(s));
+    CK(cudaProfilerStart());
+    profile_shape<256, 2>(256, b, s);
+    profile_shape<512, 2>(256, b, s);
+    CK(cudaStreamSynchronize(s));
+    CK(cudaProfilerStop());
+    return 0;
+  }
   std::printf("pair form's bits equal the row form's: %s\n", pair_matches_row(b, s) ? "yes" : "NO");
   for (int round = 0; round < 3; ++round) {
     std::printf("round %d\n", round + 1);
