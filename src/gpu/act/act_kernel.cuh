@@ -40,6 +40,7 @@
 // depend on the launch shape or on the other rows.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -90,31 +91,41 @@ struct ApproxOps {
 template <typename T>
 using ForwardOps = std::conditional_t<sizeof(T) == 2, ApproxOps, detail::PortableOps>;
 
-// Everything a kernel reads besides its template parameters. Passed by value.
+// Everything a kernel reads besides its template parameters. Passed by value. In the order the
+// forward kernels' paths read it (as NormKernelArgs, norm_kernel_args.cuh, says why: each 64-byte
+// line of the constant bank a kernel touches first misses in the SM's constant cache): the
+// tensors and their row strides in the first 48 bytes, which share a line with the driver's
+// memory descriptor; then the row shape, the fp8 scales and the elementwise kernels' thread
+// space (the next line); the backward pass's tensors and the fp8 format after.
 struct ActKernelArgs {
   const void* gate;
   const void* up;
-  const void* grad_out;  // backward
-  void* out;             // forward: out; backward: grad_gate
-  void* grad_up;         // backward
-  float* scale;          // quantized
+  void* out;  // forward: out; backward: grad_gate
   int64_t gate_stride;
   int64_t up_stride;
-  int64_t grad_out_stride;
   int64_t out_stride;
-  int64_t grad_up_stride;
   int64_t rows;
   int64_t cols;
+  float* scale;  // quantized
   float scale_upper_bound;
-  detail::Fp8Spec fp8;  // quantized: the format (read by Fp8FormatInArgs kernels)
-  int cluster_blocks;  // quantized, cluster path: blocks per row
+  int cluster_blocks;        // quantized, cluster path: blocks per row
+  int trigger_after_writes;  // ActElementwiseConfig::trigger_after_writes
   // Elementwise kernels (act_config.h's ActElementwiseConfig): the flat thread space.
   uint32_t threads_per_row;
   detail::FastDivider row_of_slot;  // slot / threads_per_row
   uint32_t active_threads;
   int64_t rows_per_pass;
-  int trigger_after_writes;  // ActElementwiseConfig::trigger_after_writes
+  const void* grad_out;  // backward
+  void* grad_up;         // backward
+  int64_t grad_out_stride;
+  int64_t grad_up_stride;
+  detail::Fp8Spec fp8;  // quantized: the format (read by Fp8FormatInArgs kernels)
 };
+
+static_assert(offsetof(ActKernelArgs, out_stride) < 48 &&
+                  offsetof(ActKernelArgs, rows_per_pass) < 112,
+              "ActKernelArgs: the tensors and strides in its first 48 bytes, the row shape, scales "
+              "and thread space in the next 64");
 
 // kGroupBytes: the bytes of each input a thread takes per group; 16, or 8 for the narrow groups
 // of small batches (act_config.h).

@@ -4,6 +4,7 @@
 // kernels are shaped as they are.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -34,41 +35,61 @@ struct NormRowRuns {
 // Its size counts: kernels whose code differed only in the size of this block replayed 1.17-1.34x
 // slower at decode batches with 576 bytes than with 184 (bench/NOTES.md, "LayerNorm's moments in
 // one reduction"). So the runs share their bytes with the fp8 output's format spec: the kernels
-// of rows in runs have no fp8 output, and the others never read the runs. (224 bytes.)
+// of rows in runs have no fp8 output, and the others never read the runs.
+//
+// Its order counts too. A kernel reads its arguments from the constant bank (CUDA: from 0x210),
+// and each 64-byte line it touches first misses in the SM's constant cache; a miss between a
+// call's start and its first load is on the path of every decode call. The library's 512-thread
+// RMSNorm kernel stalled 2.5-3x as long on constant misses as a lean kernel of the same path whose
+// arguments lie in one line, and took 0.3 us longer alone (bench/NOTES.md, "rms_norm [256,
+// 8192]: the library's kernel and the lean rungs under a profiler"). So the fields come in the
+// order the kernels' paths read them: first (with the driver's memory descriptor at 0x208, one
+// line) what every registers kernel reads before its loads and at its end; then what the fused
+// add, LayerNorm and the kernels of runtime shapes add; the rest after.
 struct NormKernelArgs {
+  // Every kernel's path (the first 48 bytes).
   const void* x;
   void* out;
+  const void* weight;  // may be null (layer norm): 1
+  int64_t x_stride;
+  int64_t out_stride;
+  float eps;
+  uint8_t trigger_after_writes;  // registers path: NormConfig::trigger_after_writes
+  // registers path: log2 of NormConfig::output_parts (or split_blocks), and of threads_per_row
+  uint8_t output_parts_log2;
+  uint8_t threads_per_row_log2;
+  bool weight_after_cast;
+  // The fused add's and LayerNorm's, and the kernels of a runtime row shape (the next line).
   const void* residual;
   void* residual_out;
-  const void* weight;  // may be null (layer norm): 1
-  const void* bias;    // may be null: 0
-  float* rstd;         // may be null
-  float* mean;         // may be null
+  int64_t residual_stride;
+  int64_t residual_out_stride;
+  const void* bias;  // may be null: 0
+  int64_t rows;
+  int64_t cols;
+  float weight_offset;
+  int items;  // registers and cluster paths: groups per thread
+  // The rest: the other paths' shape, the statistics, the fp8 output.
+  int rows_per_block;   // registers path
+  int threads_per_row;  // a power of two
+  int cluster_blocks;   // cluster path: blocks per row (one cluster)
+  float scale_upper_bound;
+  int64_t smem_groups;  // staged path: groups of the row kept in shared memory
+  float* rstd;          // may be null
+  float* mean;          // may be null
   const float* static_scale;  // fp8 output: [1], or null when dynamic_scale is set
   float* dynamic_scale;       // fp8 output: [rows], written
-  float scale_upper_bound;
   union {
     detail::Fp8Spec fp8{};  // fp8 output: its format (read by Fp8FormatInArgs kernels)
     NormRowRuns runs;       // rows in runs (NormTraits::kRuns kernels)
   };
-  int64_t x_stride;
-  int64_t out_stride;
-  int64_t residual_stride;
-  int64_t residual_out_stride;
-  int64_t rows;
-  int64_t cols;
-  float eps;
-  float weight_offset;
-  bool weight_after_cast;
-  int threads_per_row;  // a power of two
-  int threads_per_row_log2;
-  int items;            // registers and cluster paths: groups per thread
-  int rows_per_block;   // registers path
-  int cluster_blocks;   // cluster path: blocks per row (one cluster)
-  int64_t smem_groups;  // staged path: groups of the row kept in shared memory
-  int trigger_after_writes;  // registers path: NormConfig::trigger_after_writes
-  int output_parts_log2;     // registers path: log2 of NormConfig::output_parts (or split_blocks)
 };
+
+// The first line's fields (above), and what the order keeps apart.
+static_assert(offsetof(NormKernelArgs, weight_after_cast) < 48 &&
+                  offsetof(NormKernelArgs, residual) == 48 && offsetof(NormKernelArgs, items) < 112,
+              "NormKernelArgs: the fields every kernel's path reads lie in its first 48 bytes, the "
+              "fused add's, LayerNorm's and the runtime shapes' in the next 64");
 
 static_assert(sizeof(NormRowRuns) <= sizeof(detail::Fp8Spec) &&
                   alignof(NormRowRuns) <= alignof(detail::Fp8Spec),
