@@ -302,18 +302,8 @@ float graph_us(void (*kernel)(ProbeArgs<kPad>), int blocks, int threads, int n, 
   }
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem));
   const ProbeArgs<kPad> args = probe_args<kPad>(b, n);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = dynamic_smem;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
   const float us = captured_us([&](cudaStream_t st) {
-    cfg.stream = st;
-    CK(cudaLaunchKernelEx(&cfg, kernel, args));
+    launch_pdl(kernel, blocks, threads, dynamic_smem, st, args);
   }, s, calls);
   if (carveout >= 0) {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, -1));
@@ -422,18 +412,7 @@ void shape(int rows, const Buffers& b, cudaStream_t s, bool all) {
 template <int kThreads, int kItems>
 void profile_shape(int rows, const Buffers& b, cudaStream_t s) {
   constexpr int n = kThreads * kItems * 8;
-  auto launch = [&](auto kernel) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(rows);
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = s;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, kernel, probe_args<4>(b, n)));
-  };
+  auto launch = [&](auto kernel) { launch_pdl(kernel, rows, kThreads, 0, s, probe_args<4>(b, n)); };
   for (int i = 0; i < 3; ++i) {
     launch(norm_probe<kThreads, kItems, kRow, false>);
     launch(norm_probe<kThreads, kItems, kRow, false, kFoldOnce>);
