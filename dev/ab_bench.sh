@@ -20,7 +20,7 @@
 # the norm and act large batches, the act decode cells), AB_DEADLINE_S (stop starting rounds after
 # this many seconds), CUDA_ARCH (default 90a).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 what=${1:-}
 [ $# -gt 0 ] && shift
 
