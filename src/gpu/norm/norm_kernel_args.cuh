@@ -35,7 +35,7 @@ struct NormRowRuns {
 // Its size counts: kernels whose code differed only in the size of this block replayed 1.17-1.34x
 // slower at decode batches with 576 bytes than with 184 (bench/NOTES.md, "LayerNorm's moments in
 // one reduction"). So the runs share their bytes with the fp8 output's format spec: the kernels
-// of rows in runs have no fp8 output, and the others never read the runs.
+// of rows in runs have no fp8 output, and the others never read the runs (216 bytes).
 //
 // Its order counts too. A kernel reads its arguments from the constant bank (CUDA: from 0x210),
 // and each 64-byte line it touches first misses in the SM's constant cache; a miss between a
