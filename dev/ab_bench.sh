@@ -55,7 +55,9 @@ if [ "${AB_BUILD:-1}" != 0 ]; then
     echo "built new: rc=$?" ) &
   wait
 fi
-binary() { [ "$1" = new ] && echo "$new_dir/bench/fusekit_bench" || echo "build/ab/$1/bench/fusekit_bench"; }
+binary() {
+  if [ "$1" = new ]; then echo "$new_dir/bench/fusekit_bench"; else echo "build/ab/$1/bench/fusekit_bench"; fi
+}
 
 default_groups="decode=--ops rms_norm,fused_add_rms_norm,layer_norm,fused_add_layer_norm\
  --M 1,32,256 --N 2048,4096,5120,8192,16384;\
