@@ -56,7 +56,9 @@ if [ "${AB_BUILD:-1}" != 0 ]; then
   wait
 fi
 binary() {
-  if [ "$1" = new ]; then echo "$new_dir/bench/fusekit_bench"; else echo "build/ab/$1/bench/fusekit_bench"; fi
+  local dir="build/ab/$1"
+  [ "$1" = new ] && dir=$new_dir
+  echo "$dir/bench/fusekit_bench"
 }
 
 default_groups="decode=--ops rms_norm,fused_add_rms_norm,layer_norm,fused_add_layer_norm\
