@@ -1,14 +1,22 @@
 // What the measurement probes (bench/*_probe.cu) share: the check of a CUDA runtime call (print
-// where it failed and exit), eight bfloat16 values from one 16-byte load, and a launch with
-// programmatic dependent launch allowed. Probes are standalone programs outside the library's
-// build, so they do not use its platform layer.
+// where it failed and exit), eight bfloat16 values from one 16-byte load and back, the library's
+// order of a row's sum (warps_first_sum), a launch with programmatic dependent launch allowed,
+// and the median time a call over replays of a CUDA graph of many calls. Probes are standalone
+// programs outside the library's build, so they do not use its platform layer.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <vector>
+
+#ifdef PROBE_WITH_FUSEKIT
+#include "fusekit/norm.h"
+#endif
 
 #define CK(x)                                                                \
   do {                                                                       \
@@ -29,6 +37,50 @@ __device__ __forceinline__ void unpack(const uint4& v, float (&f)[8]) {
   }
 }
 
+// Eight floats as eight bfloat16 values in one 16-byte word (round to nearest even).
+__device__ __forceinline__ uint4 pack(const float (&f)[8]) {
+  uint4 v;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+// The library's order (gpu/common/reduce.cuh, row_sum): each thread's value through shared
+// memory, every thread folding its lane's values of all warps as a tree, then the lanes.
+// kOnce: the first warp alone folds, and leaves the total for the others past a second barrier.
+template <int kThreads, bool kOnce>
+__device__ __forceinline__ float warps_first_sum(float v) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float slots[kThreads];
+  slots[threadIdx.x] = v;
+  __syncthreads();
+  auto fold = [&] {
+    float w[kWarps];
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) w[i] = slots[i * 32 + (threadIdx.x & 31)];
+#pragma unroll
+    for (int half = kWarps / 2; half > 0; half /= 2) {
+#pragma unroll
+      for (int i = 0; i < half; ++i) w[i] += w[i + half];
+    }
+    float s = w[0];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+  };
+  if constexpr (!kOnce) {
+    return fold();
+  } else {
+    if (threadIdx.x < 32) {
+      const float total = fold();
+      if (threadIdx.x == 0) slots[0] = total;
+    }
+    __syncthreads();
+    return slots[0];
+  }
+}
+
 // Launches kernel<<<blocks, threads, dynamic_smem, stream>>>(args...) with programmatic dependent
 // launch allowed: the launch the library gives its decode calls.
 template <typename... Params, typename... Args>
@@ -46,3 +98,67 @@ void launch_pdl(void (*kernel)(Params...), int blocks, int threads, int dynamic_
   cfg.numAttrs = 1;
   CK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
+
+// Median us a call over replays of a graph of `calls` calls of `call`.
+inline float captured_us(const std::function<void(cudaStream_t)>& call, cudaStream_t s,
+                         int calls) {
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < calls; ++i) call(s);
+  CK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int rep = 0; rep < 25; ++rep) {
+    CK(cudaEventRecord(e0, s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (rep >= 3) t.push_back(ms * 1000.f / calls);
+  }
+  std::sort(t.begin(), t.end());
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return t[t.size() / 2];
+}
+
+#ifdef PROBE_WITH_FUSEKIT
+// The library's own call on a probe's bf16 rows ([rows, n], contiguous), for probes linked to a
+// CUDA build of it: rms_norm into out or, given a residual, the fused add in place (x <- norm(x +
+// residual) w, residual <- x + residual). eps 1e-6, no offset; exits on an error.
+inline std::function<void(cudaStream_t)> library_norm_call(void* x, void* residual, void* w,
+                                                           void* out, int rows, int n) {
+  using fusekit::TensorView;
+  const fusekit::Device gpu = fusekit::Device::gpu(0);
+  const auto bf16 = fusekit::DType::kBFloat16;
+  const int64_t m = rows, cols = n;
+  const TensorView xv = TensorView::contiguous(x, bf16, gpu, {m, cols});
+  const TensorView rv = residual != nullptr ? TensorView::contiguous(residual, bf16, gpu, {m, cols})
+                                            : xv;
+  const TensorView ov = TensorView::contiguous(out, bf16, gpu, {m, cols});
+  const TensorView wv = TensorView::contiguous(w, bf16, gpu, {cols});
+  return [=](cudaStream_t st) {
+    const fusekit::Status status =
+        residual != nullptr ? fusekit::fused_add_rms_norm_inplace(xv, rv, wv, 1e-6f, 0.0f, {}, st)
+                            : fusekit::rms_norm(ov, xv, wv, 1e-6f, 0.0f, {}, st);
+    if (!status.ok()) {
+      std::printf("fusekit: %s\n", status.message().c_str());
+      std::exit(1);
+    }
+  };
+}
+
+// Its median time a call in the probes' graph replay, its first call (setup) outside the capture.
+inline float library_norm_us(const std::function<void(cudaStream_t)>& call, cudaStream_t s) {
+  call(s);
+  CK(cudaStreamSynchronize(s));
+  return captured_us(call, s, 200);
+}
+#endif

@@ -12,8 +12,7 @@
 // library's kernels apart (Variant), in graphs of 1000 calls (the library's benchmark), and held
 // to two or three 512-thread blocks an SM (held_rungs). Without --all only the rungs of the
 // questions still open print (shape()); --profile launches a few rungs for a profiler
-// (profile_shape()). args_rungs() times the fold_once rung reading the library's argument block
-// in its layouts before and after Norm v72 (args_probe).
+// (profile_shape()). The library's argument block in a lean kernel: bench/args_layout_probe.cu.
 // Outside the library's build on purpose; CUDA only:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o weight_share_probe \
 //     bench/weight_share_probe.cu
@@ -25,17 +24,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <vector>
 
 #include "probe_common.h"
-
-#ifdef PROBE_WITH_FUSEKIT
-#include "fusekit/norm.h"
-#endif
 
 enum Form { kRow, kNoWeight, kPair, kCopy };
 // What else sets the library's kernels apart from these, one at a time on the row form: a larger
@@ -71,14 +65,6 @@ struct ProbeArgs {
   char pad[kPadBytes];
 };
 
-__device__ __forceinline__ uint4 pack(const float (&f)[8]) {
-  uint4 v;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  return v;
-}
-
 // Sum over the block's threads (kRows independent values), every thread gets the totals.
 template <int kThreads, int kRows>
 __device__ __forceinline__ void block_sums(float (&v)[kRows]) {
@@ -101,41 +87,6 @@ __device__ __forceinline__ void block_sums(float (&v)[kRows]) {
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) s += partial[r][w];
     v[r] = s;
-  }
-}
-
-// The library's order (gpu/common/reduce.cuh, row_sum): each thread's value through shared
-// memory, every thread folding its lane's values of all warps as a tree, then the lanes.
-// kOnce: the first warp alone folds, and leaves the total for the others past a second barrier.
-template <int kThreads, bool kOnce>
-__device__ __forceinline__ float warps_first_sum(float v) {
-  constexpr int kWarps = kThreads / 32;
-  __shared__ float slots[kThreads];
-  slots[threadIdx.x] = v;
-  __syncthreads();
-  auto fold = [&] {
-    float w[kWarps];
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) w[i] = slots[i * 32 + (threadIdx.x & 31)];
-#pragma unroll
-    for (int half = kWarps / 2; half > 0; half /= 2) {
-#pragma unroll
-      for (int i = 0; i < half; ++i) w[i] += w[i + half];
-    }
-    float s = w[0];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    return s;
-  };
-  if constexpr (!kOnce) {
-    return fold();
-  } else {
-    if (threadIdx.x < 32) {
-      const float total = fold();
-      if (threadIdx.x == 0) slots[0] = total;
-    }
-    __syncthreads();
-    return slots[0];
   }
 }
 
@@ -246,72 +197,6 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kVariant != kEarlyTrigger) asm volatile("griddepcontrol.launch_dependents;");
 }
 
-// The library's argument block (NormKernelArgs, 216-224 bytes) as far as its plain RMSNorm
-// kernels read it, before and after Norm v72 put those fields in its first 48 bytes: the same
-// fields at the same offsets, the rest padding. args_probe is the fold_once rung reading its
-// row stride, eps and trigger flag from such a block (so the stride's constant read sits before
-// the first load, as in the library), to tell whether the block's layout alone moves a decode
-// call (bench/NOTES.md, "Norm v72 measured").
-struct LibraryArgsBefore {  // x 0, out 8, weight 32, strides 128 and 136, eps 176, trigger 216
-  const uint4* x;
-  uint4* out;
-  char pad0[16];
-  const uint4* w;
-  char pad1[88];
-  int64_t x_stride;  // in 16-byte groups here
-  int64_t out_stride;
-  char pad2[32];
-  float eps;
-  char pad3[36];
-  int trigger_after_writes;
-  char pad4[4];
-};
-struct LibraryArgsAfter {  // x 0, out 8, weight 16, strides 24 and 32, eps 40, trigger 44
-  const uint4* x;
-  uint4* out;
-  const uint4* w;
-  int64_t x_stride;
-  int64_t out_stride;
-  float eps;
-  uint8_t trigger_after_writes;
-  char pad[171];
-};
-static_assert(sizeof(LibraryArgsBefore) == 224 && sizeof(LibraryArgsAfter) == 216,
-              "the library's argument block sizes, before and after");
-
-template <int kThreads, int kItems, class Args>
-__global__ void __launch_bounds__(kThreads) args_probe(Args a) {
-  constexpr float kInvN = 1.0f / (kThreads * kItems * 8);
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (!a.trigger_after_writes) asm volatile("griddepcontrol.launch_dependents;");  // as the library
-  const uint4* x = a.x + static_cast<int64_t>(blockIdx.x) * a.x_stride;
-  uint4 xv[kItems], wv[kItems];
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) xv[i] = x[i * kThreads + threadIdx.x];
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) wv[i] = a.w[i * kThreads + threadIdx.x];
-  float f[kItems][8];
-  float ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    unpack(xv[i], f[i]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss = fmaf(f[i][e], f[i][e], ss);
-  }
-  ss = warps_first_sum<kThreads, true>(ss);
-  const float rstd = rsqrtf(ss * kInvN + a.eps);
-  uint4* out = a.out + static_cast<int64_t>(blockIdx.x) * a.out_stride;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    float wf[8], y[8];
-    unpack(wv[i], wf);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) y[e] = f[i][e] * rstd * wf[e];
-    out[i * kThreads + threadIdx.x] = pack(y);
-  }
-  if (a.trigger_after_writes) asm volatile("griddepcontrol.launch_dependents;");
-}
-
 struct Buffers {
   uint4 *x, *r, *w, *out;
 };
@@ -326,35 +211,6 @@ ProbeArgs<kPad> probe_args(const Buffers& b, int n) {
   args.eps = 1e-6f;
   args.n = n;
   return args;
-}
-
-// Median us a call over replays of a graph of `calls` calls of `call`.
-float captured_us(const std::function<void(cudaStream_t)>& call, cudaStream_t s, int calls) {
-  cudaGraph_t graph;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < calls; ++i) call(s);
-  CK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec;
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int rep = 0; rep < 25; ++rep) {
-    CK(cudaEventRecord(e0, s));
-    CK(cudaGraphLaunch(exec, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (rep >= 3) t.push_back(ms * 1000.f / calls);
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return t[t.size() / 2];
 }
 
 // The same for back-to-back launches of a probe kernel with PDL; rows of n. carveout:
@@ -449,26 +305,8 @@ void shape(int rows, const Buffers& b, cudaStream_t s, bool all) {
   if (!kAdd) std::printf(" copy %.3f", t(norm_probe<kThreads, kItems, kCopy, kAdd>, rows));
 #ifdef PROBE_WITH_FUSEKIT
   // The library's call of the same shape in the same harness (its own launch heuristic).
-  using fusekit::TensorView;
-  const fusekit::Device gpu = fusekit::Device::gpu(0);
-  const auto bf16 = fusekit::DType::kBFloat16;
-  const int64_t m = rows;
-  const TensorView x = TensorView::contiguous(b.x, bf16, gpu, {m, n});
-  const TensorView r = TensorView::contiguous(b.r, bf16, gpu, {m, n});
-  const TensorView out = TensorView::contiguous(b.out, bf16, gpu, {m, n});
-  const TensorView w = TensorView::contiguous(b.w, bf16, gpu, {int64_t{n}});
-  auto library = [&](cudaStream_t st) {
-    const fusekit::Status status =
-        kAdd ? fusekit::fused_add_rms_norm_inplace(x, r, w, 1e-6f, 0.0f, {}, st)
-             : fusekit::rms_norm(out, x, w, 1e-6f, 0.0f, {}, st);
-    if (!status.ok()) {
-      std::printf("fusekit: %s\n", status.message().c_str());
-      std::exit(1);
-    }
-  };
-  library(s);  // outside the capture: a first call's setup
-  CK(cudaStreamSynchronize(s));
-  std::printf(" fusekit %.3f", captured_us(library, s, 200));
+  const auto library = library_norm_call(b.x, kAdd ? b.r : nullptr, b.w, b.out, rows, n);
+  std::printf(" fusekit %.3f", library_norm_us(library, s));
 #endif
   std::printf(" us\n");
 }
@@ -486,70 +324,9 @@ void profile_shape(int rows, const Buffers& b, cudaStream_t s) {
     launch(norm_probe<kThreads, kItems, kRow, false, kFoldOnce>);
     launch(norm_probe<kThreads, kItems, kRow, false, kLibraryPath>);
 #ifdef PROBE_WITH_FUSEKIT
-    using fusekit::TensorView;
-    const fusekit::Device gpu = fusekit::Device::gpu(0);
-    const auto bf16 = fusekit::DType::kBFloat16;
-    const TensorView x = TensorView::contiguous(b.x, bf16, gpu, {int64_t{rows}, int64_t{n}});
-    const TensorView out = TensorView::contiguous(b.out, bf16, gpu, {int64_t{rows}, int64_t{n}});
-    const TensorView w = TensorView::contiguous(b.w, bf16, gpu, {int64_t{n}});
-    if (!fusekit::rms_norm(out, x, w, 1e-6f, 0.0f, {}, s).ok()) std::exit(1);
+    library_norm_call(b.x, nullptr, b.w, b.out, rows, n)(s);
 #endif
   }
-}
-
-// The lean fold_once kernel beside args_probe with the library's argument block before and
-// after Norm v72, and the library's own call (linked), at the decode shapes of 256 and 512
-// threads that the reorder moved in opposite directions.
-template <class Args>
-Args library_args(const Buffers& b, int n) {
-  Args a = {};
-  a.x = b.x;
-  a.out = b.out;
-  a.w = b.w;
-  a.x_stride = n / 8;
-  a.out_stride = n / 8;
-  a.eps = 1e-6f;
-  a.trigger_after_writes = 1;
-  return a;
-}
-
-template <int kThreads, int kItems>
-void args_rungs(int rows, const Buffers& b, cudaStream_t s) {
-  constexpr int n = kThreads * kItems * 8;
-  std::printf("%-18s [%3d, %5d] %3d x %d:", "rms_norm", rows, n, kThreads, kItems);
-  const auto lean = probe_args<4>(b, n);
-  const auto before = library_args<LibraryArgsBefore>(b, n);
-  const auto after = library_args<LibraryArgsAfter>(b, n);
-  auto t = [&](auto kernel, const auto& args) {
-    return captured_us([&](cudaStream_t st) { launch_pdl(kernel, rows, kThreads, 0, st, args); },
-                       s, 200);
-  };
-  std::printf(" fold_once %.3f", t(norm_probe<kThreads, kItems, kRow, false, kFoldOnce>, lean));
-  std::printf(" args_before %.3f", t(args_probe<kThreads, kItems, LibraryArgsBefore>, before));
-  std::printf(" args_after %.3f", t(args_probe<kThreads, kItems, LibraryArgsAfter>, after));
-  std::printf(" us\n");
-}
-
-// args_probe writes the fold_once rung's bits with either argument block (the same arithmetic).
-bool args_probe_matches_fold_once(const Buffers& b, cudaStream_t s) {
-  constexpr int kRowsN = 256, kT = 512, kI = 2, kN = kT * kI * 8;
-  const size_t bytes = size_t{kRowsN} * kN * 2;
-  std::vector<char> want(bytes), got(bytes);
-  norm_probe<kT, kI, kRow, false, kFoldOnce><<<kRowsN, kT, 0, s>>>(probe_args<4>(b, kN));
-  CK(cudaMemcpyAsync(want.data(), b.out, bytes, cudaMemcpyDeviceToHost, s));
-  bool same = true;
-  for (int form = 0; form < 2; ++form) {
-    CK(cudaMemsetAsync(b.out, 0xff, bytes, s));
-    if (form == 0) {
-      args_probe<kT, kI><<<kRowsN, kT, 0, s>>>(library_args<LibraryArgsBefore>(b, kN));
-    } else {
-      args_probe<kT, kI><<<kRowsN, kT, 0, s>>>(library_args<LibraryArgsAfter>(b, kN));
-    }
-    CK(cudaMemcpyAsync(got.data(), b.out, bytes, cudaMemcpyDeviceToHost, s));
-    CK(cudaStreamSynchronize(s));
-    same = same && std::memcmp(want.data(), got.data(), bytes) == 0;
-  }
-  return same;
 }
 
 // The pair form gives each row the bits of the row form (the same sums in the same order).
@@ -600,17 +377,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("pair form's bits equal the row form's: %s\n", pair_matches_row(b, s) ? "yes" : "NO");
-  std::printf("args_probe's bits equal fold_once's: %s\n",
-              args_probe_matches_fold_once(b, s) ? "yes" : "NO");
   for (int round = 0; round < 3; ++round) {
     std::printf("round %d\n", round + 1);
     shape<256, 2, false>(256, b, s, all);
     shape<512, 2, false>(256, b, s, all);
     shape<256, 4, false>(64, b, s, all);
     shape<512, 2, true>(256, b, s, all);
-    args_rungs<256, 2>(256, b, s);
-    args_rungs<512, 2>(256, b, s);
-    args_rungs<512, 4>(256, b, s);
   }
   return 0;
 }
