@@ -1,7 +1,8 @@
 // What the measurement probes (bench/*_probe.cu) share: the check of a CUDA runtime call (print
 // where it failed and exit), eight bfloat16 values from one 16-byte load and back, the library's
 // order of a row's sum (warps_first_sum), a launch with programmatic dependent launch allowed,
-// and the median time a call over replays of a CUDA graph of many calls. Probes are standalone
+// the median time a call over replays of a CUDA graph of many calls, and their fixed random
+// inputs. Probes are standalone
 // programs outside the library's build, so they do not use its platform layer.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -127,6 +129,26 @@ inline float captured_us(const std::function<void(cudaStream_t)>& call, cudaStre
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return t[t.size() / 2];
+}
+
+// `count` bfloat16 values in [-0.5, 0.5) from a fixed linear congruential sequence: the same inputs
+// in every run and every probe.
+inline std::vector<__nv_bfloat16> random_bf16(size_t count) {
+  std::vector<__nv_bfloat16> h(count);
+  unsigned state = 12345u;
+  for (auto& v : h) {
+    state = state * 1664525u + 1013904223u;
+    v = __float2bfloat16(static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
+  }
+  return h;
+}
+
+// The first line of a graph-replay probe's output: the device and the method.
+inline void print_replay_header() {
+  cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, 0));
+  std::printf("%s, %d SMs; graph replay of 200 calls with PDL, median us a call\n", p.name,
+              p.multiProcessorCount);
 }
 
 #ifdef PROBE_WITH_FUSEKIT

@@ -351,21 +351,13 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&b.r, bytes));
   CK(cudaMalloc(&b.w, 16384 * 2));
   CK(cudaMalloc(&b.out, bytes));
-  std::vector<__nv_bfloat16> h(bytes / 2);
-  unsigned state = 12345u;
-  for (auto& v : h) {
-    state = state * 1664525u + 1013904223u;
-    v = __float2bfloat16(static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
-  }
+  const std::vector<__nv_bfloat16> h = random_bf16(bytes / 2);
   CK(cudaMemcpy(b.x, h.data(), bytes, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(b.r, h.data(), bytes, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(b.w, h.data(), 16384 * 2, cudaMemcpyHostToDevice));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaDeviceProp p;
-  CK(cudaGetDeviceProperties(&p, 0));
-  std::printf("%s, %d SMs; graph replay of 200 calls with PDL, median us a call\n", p.name,
-              p.multiProcessorCount);
+  print_replay_header();
   if (profile) {
     profile_shape<256, 2>(256, b, s);  // warm-up outside the profiled range
     CK(cudaStreamSynchronize(s));
