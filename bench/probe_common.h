@@ -2,8 +2,8 @@
 // where it failed and exit), eight bfloat16 values from one 16-byte load and back, the library's
 // order of a row's sum (warps_first_sum), a launch with programmatic dependent launch allowed,
 // the median time a call over replays of a CUDA graph of many calls, and their fixed random
-// inputs. Probes are standalone
-// programs outside the library's build, so they do not use its platform layer.
+// inputs. Probes are standalone programs outside the library's build, so they do not use its
+// platform layer.
 #pragma once
 
 #include <cuda_bf16.h>
