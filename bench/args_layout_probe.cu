@@ -11,6 +11,14 @@
 //   before  the library's block before Norm v72 as its plain kernels read it: x at 0, out 8,
 //           weight 32, the row strides 128 and 136, eps 176, the trigger flag 216 (224 bytes)
 //   after   after it: x 0, out 8, weight 16, strides 24 and 32, eps 40, the flag 44 (216 bytes)
+//   lean_stride    the lean block with the strides after the pointers (48 bytes): after's first
+//                  line alone, so lean_stride against after is the block's size
+//   lean_pinned, after_pinned   lean_stride's and after's blocks with the row's start formed on
+//                  its own and held by an opaque move: ptxas then reads the stride by a ULDC and
+//                  multiplies on the uniform datapath, where in after (and the library) an LDC
+//                  reads it into a register on the way to the first load; against lean_stride
+//                  and after, that read
+// (Before and after also differ from lean in the stride: lean's is a constant.)
 // The two library forms read their stride before the first load, as the library does, and test
 // the trigger flag at the start and at the end (PDL's trigger after the writes, the heuristic's
 // choice at M = 256). Graph replay of 200 PDL calls, medians; [256, 4096] on 256 threads,
@@ -28,20 +36,41 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "probe_common.h"
 
 struct LeanArgs {
+  static constexpr const char* kName = "lean";
   static constexpr bool kStrideInArgs = false;
+  static constexpr bool kPinnedRowStart = false;
   const uint4* x;
   uint4* out;
   const uint4* w;
   float eps;
   int trigger_after_writes;
 };
-struct LibraryArgsBefore {
+struct LeanStrideArgs {
+  static constexpr const char* kName = "lean_stride";
   static constexpr bool kStrideInArgs = true;
+  static constexpr bool kPinnedRowStart = false;
+  const uint4* x;
+  uint4* out;
+  const uint4* w;
+  int64_t x_stride;
+  int64_t out_stride;
+  float eps;
+  int trigger_after_writes;
+};
+struct LeanPinnedArgs : LeanStrideArgs {
+  static constexpr const char* kName = "lean_pinned";
+  static constexpr bool kPinnedRowStart = true;
+};
+struct LibraryArgsBefore {
+  static constexpr const char* kName = "before";
+  static constexpr bool kStrideInArgs = true;
+  static constexpr bool kPinnedRowStart = false;
   const uint4* x;
   uint4* out;
   char pad0[16];
@@ -56,7 +85,9 @@ struct LibraryArgsBefore {
   char pad4[4];
 };
 struct LibraryArgsAfter {
+  static constexpr const char* kName = "after";
   static constexpr bool kStrideInArgs = true;
+  static constexpr bool kPinnedRowStart = false;
   const uint4* x;
   uint4* out;
   const uint4* w;
@@ -66,19 +97,35 @@ struct LibraryArgsAfter {
   uint8_t trigger_after_writes;
   char pad[171];
 };
-static_assert(sizeof(LeanArgs) == 32 && sizeof(LibraryArgsBefore) == 224 &&
-                  sizeof(LibraryArgsAfter) == 216,
+struct LibraryPinnedArgs : LibraryArgsAfter {
+  static constexpr const char* kName = "after_pinned";
+  static constexpr bool kPinnedRowStart = true;
+};
+static_assert(sizeof(LeanArgs) == 32 && sizeof(LeanStrideArgs) == 48 &&
+                  sizeof(LibraryArgsBefore) == 224 && sizeof(LibraryArgsAfter) == 216,
               "the blocks' sizes: the lean kernel's, the library's before and after");
 
 template <int kThreads, int kItems, class Args>
 __global__ void __launch_bounds__(kThreads) args_probe(Args a) {
   constexpr int kRowGroups = kThreads * kItems;
   constexpr float kInvN = 1.0f / (kRowGroups * 8);
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (!a.trigger_after_writes) asm volatile("griddepcontrol.launch_dependents;");
   int64_t x_stride = kRowGroups, out_stride = kRowGroups;
   if constexpr (Args::kStrideInArgs) x_stride = a.x_stride, out_stride = a.out_stride;
-  const uint4* x = a.x + static_cast<int64_t>(blockIdx.x) * x_stride;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (!a.trigger_after_writes) asm volatile("griddepcontrol.launch_dependents;");
+  // The row's start: as the library forms it (row * stride + the thread's group in one IMAD.WIDE,
+  // whose stride operand an LDC reads into a register after the wait), or kPinnedRowStart: the
+  // row's offset formed on its own, held by an opaque move, which ptxas then forms from a ULDC
+  // and uniform multiplies (no LDC on the way to the first load).
+  auto row_start = [](auto* base, int64_t stride) {
+    auto* row = base + static_cast<int64_t>(blockIdx.x) * stride;
+    if constexpr (Args::kPinnedRowStart) {
+      asm volatile("mov.b64 %0, %0;" : "+l"(row));
+      __builtin_assume(__isGlobal(row));  // global loads, not generic ones
+    }
+    return row;
+  };
+  const uint4* x = row_start(a.x, x_stride);
   uint4 xv[kItems], wv[kItems];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) xv[i] = x[i * kThreads + threadIdx.x];
@@ -94,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) args_probe(Args a) {
   }
   ss = warps_first_sum<kThreads, true>(ss);
   const float rstd = rsqrtf(ss * kInvN + a.eps);
-  uint4* out = a.out + static_cast<int64_t>(blockIdx.x) * out_stride;
+  uint4* out = row_start(a.out, out_stride);
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     float wf[8], y[8];
@@ -122,19 +169,23 @@ Args args_of(const Buffers& b, int n) {
   return a;
 }
 
-template <int kThreads, int kItems>
-void shape(int rows, const Buffers& b, cudaStream_t s) {
+// Every form, timed and checked in this order.
+template <class... Forms>
+struct FormList {};
+using AllForms = FormList<LeanArgs, LeanStrideArgs, LeanPinnedArgs, LibraryArgsBefore,
+                          LibraryArgsAfter, LibraryPinnedArgs>;
+
+template <int kThreads, int kItems, class... Forms>
+void shape(int rows, const Buffers& b, cudaStream_t s, FormList<Forms...>) {
   constexpr int n = kThreads * kItems * 8;
   std::printf("rms_norm [%3d, %5d] %3d x %d:", rows, n, kThreads, kItems);
   auto t = [&](auto kernel, const auto& args) {
     return captured_us([&](cudaStream_t st) { launch_pdl(kernel, rows, kThreads, 0, st, args); },
                        s, 200);
   };
-  std::printf(" lean %.3f", t(args_probe<kThreads, kItems, LeanArgs>, args_of<LeanArgs>(b, n)));
-  std::printf(" before %.3f", t(args_probe<kThreads, kItems, LibraryArgsBefore>,
-                                args_of<LibraryArgsBefore>(b, n)));
-  std::printf(" after %.3f", t(args_probe<kThreads, kItems, LibraryArgsAfter>,
-                               args_of<LibraryArgsAfter>(b, n)));
+  ((std::printf(" %s %.3f", Forms::kName,
+                t(args_probe<kThreads, kItems, Forms>, args_of<Forms>(b, n)))),
+   ...);
 #ifdef PROBE_WITH_FUSEKIT
   const auto library = library_norm_call(b.x, nullptr, b.w, b.out, rows, n);
   std::printf(" fusekit %.3f", library_norm_us(library, s));
@@ -142,28 +193,25 @@ void shape(int rows, const Buffers& b, cudaStream_t s) {
   std::printf(" us\n");
 }
 
-// The three forms write the same bits (the same arithmetic; only where the arguments lie differs).
-template <int kThreads, int kItems>
-bool forms_agree(int rows, const Buffers& b, cudaStream_t s) {
+// Every form writes the lean form's bits (the same arithmetic; only where the arguments lie and
+// how the row's start is formed differ).
+template <int kThreads, int kItems, class... Forms>
+bool forms_agree(int rows, const Buffers& b, cudaStream_t s, FormList<Forms...>) {
   constexpr int n = kThreads * kItems * 8;
   const size_t bytes = static_cast<size_t>(rows) * n * 2;
-  std::vector<char> lean(bytes), other(bytes);
+  std::vector<char> first(bytes), other(bytes);
   bool same = true;
-  for (int form = 0; form < 3; ++form) {
+  int form = 0;
+  auto run = [&](auto args) {
     CK(cudaMemsetAsync(b.out, 0xff, bytes, s));  // NaN everywhere: an unwritten row shows
-    if (form == 0) {
-      args_probe<kThreads, kItems><<<rows, kThreads, 0, s>>>(args_of<LeanArgs>(b, n));
-    } else if (form == 1) {
-      args_probe<kThreads, kItems><<<rows, kThreads, 0, s>>>(args_of<LibraryArgsBefore>(b, n));
-    } else {
-      args_probe<kThreads, kItems><<<rows, kThreads, 0, s>>>(args_of<LibraryArgsAfter>(b, n));
-    }
+    args_probe<kThreads, kItems><<<rows, kThreads, 0, s>>>(args);
     CK(cudaGetLastError());
-    CK(cudaMemcpyAsync((form == 0 ? lean : other).data(), b.out, bytes, cudaMemcpyDeviceToHost,
+    CK(cudaMemcpyAsync((form == 0 ? first : other).data(), b.out, bytes, cudaMemcpyDeviceToHost,
                        s));
     CK(cudaStreamSynchronize(s));
-    if (form > 0) same = same && std::memcmp(lean.data(), other.data(), bytes) == 0;
-  }
+    if (form++ > 0) same = same && std::memcmp(first.data(), other.data(), bytes) == 0;
+  };
+  (run(args_of<Forms>(b, n)), ...);
   return same;
 }
 
@@ -180,15 +228,16 @@ int main() {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   print_replay_header();
-  const bool agree = forms_agree<256, 2>(kRows, b, s) && forms_agree<512, 2>(kRows, b, s) &&
-                     forms_agree<512, 4>(kRows, b, s);
-  std::printf("the three forms' outputs agree: %s\n", agree ? "yes" : "NO");
+  const bool agree = forms_agree<256, 2>(kRows, b, s, AllForms{}) &&
+                     forms_agree<512, 2>(kRows, b, s, AllForms{}) &&
+                     forms_agree<512, 4>(kRows, b, s, AllForms{});
+  std::printf("the forms' outputs agree: %s\n", agree ? "yes" : "NO");
   if (!agree) return 1;
   for (int round = 0; round < 3; ++round) {
     std::printf("round %d\n", round + 1);
-    shape<256, 2>(kRows, b, s);
-    shape<512, 2>(kRows, b, s);
-    shape<512, 4>(kRows, b, s);
+    shape<256, 2>(kRows, b, s, AllForms{});
+    shape<512, 2>(kRows, b, s, AllForms{});
+    shape<512, 4>(kRows, b, s, AllForms{});
   }
   return 0;
 }
