@@ -415,6 +415,22 @@ FUSEKIT_DEVICE bool known_once(float non_negative) {
   return !(__uint_as_float(bits) < 0.0f);
 }
 
+// A global pointer that every thread of a block shares (the start of the row a block holds),
+// formed apart from the per-thread offsets added to it later. Merged into each thread's address,
+// row * stride + column is one IMAD whose stride operand ptxas reads with an LDC into a register
+// after the wait for the previous grid, on the way to the kernel's first load; formed apart (an
+// opaque move), ptxas reads the stride with a ULDC and multiplies on the uniform datapath. The
+// assumption keeps the loads global ones (the move hides where the pointer came from). On HIP it
+// is the pointer as it is.
+template <class T>
+FUSEKIT_DEVICE T* block_shared_pointer(T* p) {
+#if !FUSEKIT_PLATFORM_HIP
+  asm volatile("mov.b64 %0, %0;" : "+l"(p));
+  __builtin_assume(__isGlobal(p));
+#endif
+  return p;
+}
+
 // a * b, rounded on its own: never fused with an add that uses it into one fma. The compiler
 // otherwise decides per kernel whether to fuse (a product that goes through a select is not
 // fused, one that goes straight into an add is), so sums of products would round differently in

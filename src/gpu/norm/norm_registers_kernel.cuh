@@ -21,7 +21,8 @@ namespace fusekit::gpu {
 // add, which costs it a block per SM.)
 template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
           bool kHoldAffine, bool kAffineAtOnce, bool kPackedRow, bool kWeightAfterSquares,
-          bool kRowOfThreadItems, class Reduce, class ReduceMax, class Moments, class MaxRule>
+          bool kRowOfThreadItems, bool kRowStartApart, class Reduce, class ReduceMax, class Moments,
+          class MaxRule>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, const Moments& moments,
@@ -61,6 +62,14 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   const TX* x_row = static_cast<const TX*>(a.x) + row_offset<K, RowTensor::kX>(a, row);
   const TR* r_row = static_cast<const TR*>(a.residual) +
                       row_offset<K, RowTensor::kResidual>(a, row);
+  // kRowStartApart (the block holds one row, or a part of its outputs): the rows' starts formed
+  // apart from the threads' columns (block_shared_pointer), so that no constant load is on the
+  // way to the first load. The residual's only where added: the move stays even where its result
+  // goes unused.
+  if constexpr (kRowStartApart) {
+    x_row = block_shared_pointer(x_row);
+    if constexpr (K::kAdd) r_row = block_shared_pointer(r_row);
+  }
   const TW* weight = static_cast<const TW*>(a.weight);
   constexpr bool kPlain = kForm == OutputForm::kPlain;
   const bool has_weight = kPlain || weight != nullptr;
@@ -362,13 +371,18 @@ __global__ void __launch_bounds__(
   // LayerNorm's (its variance; the mean of 2^k rows is a product already) in the shared and split
   // rows of one-row calls only: in its general four-group kernels of 64 and 128 threads ptxas,
   // without the division's call, moved loads and spilled 16-24 bytes ("Norm v69", "Norm v71").
+  // The rows' starts formed apart from the threads' columns (normalize_row_slice, kBlockRow) in
+  // the fixed kernels of one row a block, or of a row's shared outputs: 0.90-0.98x the time of
+  // their decode calls on an H100 (rms_norm [256, 8192] 2.77 -> 2.51 us). Not the split rows,
+  // which measured 1.01-1.07x with it (bench/NOTES.md, "Norm v73").
+  constexpr bool kRowStartApart = kFixed && !kSplitRows;
   constexpr bool kRowOfThreadItems = !K::kFp8Out && kPlain && kFixed &&
                                      kFit == RowFit::kExact &&
                                      (!K::kLayer || kSharedRows || kSplitRows);
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
                         kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce,
-                        kPackedRow, kWeightAfterSquares, kRowOfThreadItems>(
+                        kPackedRow, kWeightAfterSquares, kRowOfThreadItems, kRowStartApart>(
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };
