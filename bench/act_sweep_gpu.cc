@@ -139,7 +139,18 @@ Status act_quant_sweep(const OpSpec& op, const OpArgs& args, const GpuFacts&,
       if (gpu::make_act_quant_cluster_config(shape, items, &c, threads)) add_unique(&configs, c);
     }
   }
-  add_unique(&configs, gpu::make_act_quant_block_config(shape));
+  // The one-block config, and with the inputs of later rows asked of L2 none, a quarter, half and
+  // one wave ahead (ActQuantConfig::prefetch_rows).
+  const gpu::ActQuantConfig block = gpu::make_act_quant_block_config(shape);
+  add_unique(&configs, block);
+  if (block.items > 0) {
+    const int64_t wave = gpu::act_quant_resident_rows(shape, block.block_threads);
+    for (const int64_t ahead : {int64_t{0}, wave / 4, wave / 2, wave}) {
+      gpu::ActQuantConfig c = block;
+      c.prefetch_rows = ahead < shape.rows ? ahead : 0;
+      add_unique(&configs, c);
+    }
+  }
   variants_of(
       p, configs, [](gpu::ActLaunchOverrides* o, const gpu::ActQuantConfig* c) { o->quant = c; },
       variants);

@@ -431,6 +431,28 @@ FUSEKIT_DEVICE T* block_shared_pointer(T* p) {
   return p;
 }
 
+// A hint that the bytes [p, p + bytes) will be read soon: on CUDA sm_90+ the SM's bulk copy unit
+// fetches them into L2 (cp.async.bulk.prefetch.L2), one instruction for the whole range, with no
+// data returned and no register held while it is in flight. The range is narrowed to the 16-byte
+// boundaries inside it, which the instruction needs. Nothing elsewhere (HIP, older CUDA
+// architectures). The quantizing gated activations' blocks fetch the next wave's rows so
+// (act_kernel.cuh).
+FUSEKIT_DEVICE void prefetch_to_l2(const void* p, uint32_t bytes) {
+#if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint64_t at = reinterpret_cast<uint64_t>(p);
+  const uint64_t begin = (at + 15) & ~uint64_t{15};
+  const uint64_t end = (at + bytes) & ~uint64_t{15};
+  if (begin < end) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(begin),
+                 "r"(static_cast<uint32_t>(end - begin))
+                 : "memory");
+  }
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // a * b, rounded on its own: never fused with an add that uses it into one fma. The compiler
 // otherwise decides per kernel whether to fuse (a product that goes through a select is not
 // fused, one that goes straight into an add is), so sums of products would round differently in

@@ -560,5 +560,45 @@ TEST(ActConfig, QuantStagesRowsOnChipUntilTheyDoNotFit) {
   EXPECT_EQ(choose_act_quant_config(s).block_threads, 64);
 }
 
+// The compact build's blocks ask L2 for the row half a wave ahead (ActQuantConfig::prefetch_rows):
+// half the rows the GPU holds at once, three 448-thread blocks an SM or as many more of fewer
+// threads (within the SM's threads and 32 blocks), and only where the batch has rows past that.
+// The wide build (one block an SM by its bound), two passes and clusters ask for none.
+TEST(ActConfig, QuantizedBlocksFetchRowsHalfAWaveAheadIntoL2) {
+  ActShape s = device_shape(0);  // H100: 132 SMs
+  s.max_cluster_blocks = 1;
+  s.cols = 14336;  // 448 threads
+  EXPECT_EQ(act_quant_resident_rows(s, 448), 3 * 132);
+  s.rows = 2048;
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 3 * 132 / 2);
+  s.rows = 3 * 132 / 2;  // nothing that far ahead
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 0);
+  s.rows = 3 * 132 / 2 + 1;
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 3 * 132 / 2);
+  s.rows = 1 << 20;
+  s.cols = 4096;  // 128 threads: ten blocks an SM by the compact build's 1344 threads
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 10 * 132 / 2);
+  s.cols = 512;  // 64 threads (the fewest): 21 blocks an SM
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 21 * 132 / 2);
+  ActShape rdna = device_shape(3);  // 1024 threads an SM: 16 blocks of 64
+  rdna.rows = 1 << 20;
+  rdna.cols = 512;
+  EXPECT_EQ(choose_act_quant_config(rdna).prefetch_rows, 16 * 40 / 2);
+  s.cols = 2048 * 8 + 8;  // the wide build
+  EXPECT_GT(choose_act_quant_config(s).block_threads, kActQuantCompactThreads);
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 0);
+  s.cols = 4096 * 8 + 1;  // two passes
+  EXPECT_EQ(choose_act_quant_config(s).items, 0);
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 0);
+  ActShape clusters = device_shape(0);
+  clusters.cols = 14336;
+  clusters.rows = 64;  // split over clusters
+  EXPECT_GT(choose_act_quant_config(clusters).cluster_blocks, 1);
+  EXPECT_EQ(choose_act_quant_config(clusters).prefetch_rows, 0);
+  s.cols = 14336;
+  s.rows = 2048;
+  EXPECT_NE(choose_act_quant_config(s).to_string().find(",prefetch=198"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fusekit::gpu

@@ -315,6 +315,22 @@ TEST(ActQuantLaunchShapes, EveryKernelBuildWritesTheCpuBits) {
          c->grid = std::min<int64_t>(c->grid, 2);
          return true;
        }},
+      // Later rows' inputs asked of L2 (ActQuantConfig::prefetch_rows): a hint, so the same bits;
+      // here the next row of a block per row, and the next row each of two looping blocks takes,
+      // misaligned rows' ranges narrowed to their 16-byte boundaries.
+      {"one block per row, the next row fetched into L2",
+       [](const ActShape& s, ActQuantConfig* c) {
+         *c = gpu::make_act_quant_block_config(s);
+         c->prefetch_rows = 1;
+         return c->items > 0;
+       }},
+      {"two blocks looping over the rows, each one's next row fetched into L2",
+       [](const ActShape& s, ActQuantConfig* c) {
+         *c = gpu::make_act_quant_block_config(s);
+         c->grid = std::min<int64_t>(c->grid, 2);
+         c->prefetch_rows = c->grid;
+         return c->items > 0;
+       }},
       {"two passes",
        [](const ActShape& s, ActQuantConfig* c) {
          *c = ActQuantConfig{};

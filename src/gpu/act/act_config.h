@@ -56,6 +56,10 @@ struct ActQuantConfig {
   int64_t grid = 1;
   int cluster_blocks = 1;
   int64_t smem_bytes = 0;  // one-block path with items > 0: y staged in shared memory
+  // One-block path with items > 0: how many rows ahead each block asks L2 for the inputs of, once
+  // its own loads are consumed (0: none): half the rows the GPU holds at once
+  // (act_quant_resident_rows), so the row fetched is one a block of the next half wave takes.
+  int64_t prefetch_rows = 0;
   std::string to_string() const;
 };
 
@@ -135,6 +139,11 @@ ActElementwiseConfig choose_act_elementwise_config(const ActShape& shape, bool b
 bool make_act_elementwise_config(const ActShape& shape, bool backward, int group_elems,
                                  int block_threads, ActElementwiseConfig* config);
 ActQuantConfig choose_act_quant_config(const ActShape& shape);
+// The rows of blocks of `block_threads` threads that the GPU holds at once, as the compact build
+// is bounded for (kActQuantCompactBlocksPerSm blocks of kActQuantCompactThreads an SM: shorter
+// rows' blocks, fewer threads each, as many more): a wave of the one-block path's rows, of which
+// ActQuantConfig::prefetch_rows takes half.
+int64_t act_quant_resident_rows(const ActShape& shape, int block_threads);
 // Whether the tensors of a forward call can be read and written by the compact kernel
 // (act_kernel.cuh's act_forward_compact_kernel): 16-byte aligned accesses (`widest_access`) and
 // every element within 2^31 - 1 elements of its tensor's base ((rows - 1) * largest_row_stride +

@@ -53,6 +53,7 @@ Status run(ActLaunch& l, Activation act, int device,
   if (l.kind == ActKernelKind::kQuantFp8) {
     l.quant = overrides.quant != nullptr ? *overrides.quant : choose_act_quant_config(shape);
     l.args.cluster_blocks = l.quant.cluster_blocks;
+    l.args.prefetch_rows = l.quant.cluster_blocks > 1 ? 0 : l.quant.prefetch_rows;
     const int threads = l.quant.block_threads;
     if (l.quant.cluster_blocks > 1 && (threads < info.warp_size || threads % info.warp_size != 0 ||
                                        threads > kActQuantClusterMaxThreads)) {

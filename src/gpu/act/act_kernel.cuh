@@ -120,6 +120,9 @@ struct ActKernelArgs {
   int64_t grad_out_stride;
   int64_t grad_up_stride;
   detail::Fp8Spec fp8;  // quantized: the format (read by Fp8FormatInArgs kernels)
+  // Quantized, one block a row: how many rows ahead each block asks L2 for the inputs of
+  // (ActQuantConfig::prefetch_rows; 0: none).
+  int64_t prefetch_rows;
 };
 
 static_assert(offsetof(ActKernelArgs, out_stride) < 48 &&
@@ -451,7 +454,10 @@ constexpr int quant_min_blocks_per_sm(int max_threads) {
 
 // Dynamic per-row fp8 quantization of act(gate) * up: one row per block (grid-stride over rows) of
 // at most kMaxThreads threads, kItems groups of y per thread staged in shared memory (the launch
-// gives it ActQuantConfig::smem_bytes), or (kItems == 0) y recomputed for the write.
+// gives it ActQuantConfig::smem_bytes), or (kItems == 0) y recomputed for the write. With staged
+// y, a block whose loads are consumed asks L2 for the inputs of the row a.prefetch_rows ahead
+// (prefetch_to_l2), which a block of a later wave takes: the memory fetches the next wave while
+// this one computes, takes its max and writes (bench/NOTES.md, "later rows fetched into L2").
 template <class K, class Format, int kWarp, int kItems, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThreads))
     act_quant_kernel(ActKernelArgs a) {
@@ -512,6 +518,15 @@ __global__ void __launch_bounds__(kMaxThreads, quant_min_blocks_per_sm(kMaxThrea
                                                                    staging)
                         : quant_staged_values<K, kItems, false>(gate, up, first, step, cols,
                                                                 staging);
+        // This thread's loads are consumed; the row a wave ahead is fetched into L2 while this
+        // one's max is taken and its codes written, so that its block finds it there.
+        if (threadIdx.x == 0 && a.prefetch_rows > 0 && row + a.prefetch_rows < a.rows) {
+          const int64_t ahead = row + a.prefetch_rows;
+          // Rows here are at most kMaxThreads * kItems groups: far below 4 GB.
+          const auto row_bytes = static_cast<uint32_t>(n * static_cast<int64_t>(sizeof(T)));
+          prefetch_to_l2(static_cast<const T*>(a.gate) + ahead * a.gate_stride, row_bytes);
+          prefetch_to_l2(static_cast<const T*>(a.up) + ahead * a.up_stride, row_bytes);
+        }
         max_abs = block_magnitude_max<kWarp, kMaxWarps>(max_abs, scratch);
         const float scale = quant_row_scale<Format>(a, max_abs);
         const float inverse = detail::fp8_inverse_row_scale(scale);
