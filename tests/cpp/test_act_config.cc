@@ -562,8 +562,9 @@ TEST(ActConfig, QuantStagesRowsOnChipUntilTheyDoNotFit) {
 
 // The compact build's blocks ask L2 for the row half a wave ahead (ActQuantConfig::prefetch_rows):
 // half the rows the GPU holds at once, three 448-thread blocks an SM or as many more of fewer
-// threads (within the SM's threads and 32 blocks), and only where the batch has rows past that.
-// The wide build (one block an SM by its bound), two passes and clusters ask for none.
+// threads (within the SM's threads and 32 blocks), and only where the batch is more than one such
+// wave (within it every row's block is already loading it). The wide build (one block an SM by
+// its bound), two passes and clusters ask for none.
 TEST(ActConfig, QuantizedBlocksFetchRowsHalfAWaveAheadIntoL2) {
   ActShape s = device_shape(0);  // H100: 132 SMs
   s.max_cluster_blocks = 1;
@@ -571,9 +572,11 @@ TEST(ActConfig, QuantizedBlocksFetchRowsHalfAWaveAheadIntoL2) {
   EXPECT_EQ(act_quant_resident_rows(s, 448), 3 * 132);
   s.rows = 2048;
   EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 3 * 132 / 2);
-  s.rows = 3 * 132 / 2;  // nothing that far ahead
+  s.rows = 3 * 132;  // one wave: every row's block runs at once
   EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 0);
-  s.rows = 3 * 132 / 2 + 1;
+  s.rows = 256;
+  EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 0);
+  s.rows = 3 * 132 + 1;
   EXPECT_EQ(choose_act_quant_config(s).prefetch_rows, 3 * 132 / 2);
   s.rows = 1 << 20;
   s.cols = 4096;  // 128 threads: ten blocks an SM by the compact build's 1344 threads

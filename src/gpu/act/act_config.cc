@@ -221,16 +221,18 @@ ActQuantConfig make_act_quant_block_config(const ActShape& shape) {
     c.block_threads = kActMaxBlockThreads;
   }
   c.grid = std::max<int64_t>(1, std::min(shape.rows, kMaxGrid));
-  // The compact build's rows: once its own loads are consumed, each block asks L2 for the row
-  // half a wave ahead (ActQuantConfig::prefetch_rows), so that the memory fetches the coming
-  // rows while this wave computes and writes. Measured on an H100 (bench/NOTES.md, "later
+  // The compact build's rows past one wave (what the GPU holds at once): once its own loads are
+  // consumed, each block asks L2 for the row half a wave ahead (ActQuantConfig::prefetch_rows),
+  // so that the memory fetches the coming rows while this wave computes and writes. Within one
+  // wave every row's block is already loading it: there the prefetch measured 1-2% slower
+  // (graph replay at M = 256). Measured on an H100 (bench/NOTES.md, "later
   // rows fetched into L2"), cold L2, against no prefetch: at half a wave 0.96-0.98x the time at
   // M = 2048 (silu [2048, 14336] 54.0 -> 52.1 us), 0.96-0.99x at 4096 and 16384; a whole wave
   // ahead 0.97-1.15x (the fetched rows outlive their room in L2 before their blocks start), two
   // waves 1.14-1.56x. The wide build (one block an SM by its bound) and two passes ask for none.
-  const int64_t ahead = act_quant_resident_rows(shape, c.block_threads) / 2;
-  if (c.items > 0 && c.block_threads <= kActQuantCompactThreads && shape.rows > ahead) {
-    c.prefetch_rows = ahead;
+  const int64_t wave = act_quant_resident_rows(shape, c.block_threads);
+  if (c.items > 0 && c.block_threads <= kActQuantCompactThreads && shape.rows > wave) {
+    c.prefetch_rows = wave / 2;
   }
   return c;
 }

@@ -58,7 +58,8 @@ struct ActQuantConfig {
   int64_t smem_bytes = 0;  // one-block path with items > 0: y staged in shared memory
   // One-block path with items > 0: how many rows ahead each block asks L2 for the inputs of, once
   // its own loads are consumed (0: none): half the rows the GPU holds at once
-  // (act_quant_resident_rows), so the row fetched is one a block of the next half wave takes.
+  // (act_quant_resident_rows), so the row fetched is one a block of the next half wave takes;
+  // set by the heuristic for batches of more than one such wave.
   int64_t prefetch_rows = 0;
   std::string to_string() const;
 };
