@@ -435,8 +435,8 @@ FUSEKIT_DEVICE T* block_shared_pointer(T* p) {
 // fetches them into L2 (cp.async.bulk.prefetch.L2), one instruction for the whole range, with no
 // data returned and no register held while it is in flight. The range is narrowed to the 16-byte
 // boundaries inside it, which the instruction needs. Nothing elsewhere (HIP, older CUDA
-// architectures). The quantizing gated activations' blocks fetch the next wave's rows so
-// (act_kernel.cuh).
+// architectures). The quantizing gated activations' blocks fetch later rows so
+// (act_quant_kernel.cuh).
 FUSEKIT_DEVICE void prefetch_to_l2(const void* p, uint32_t bytes) {
 #if FUSEKIT_PLATFORM_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const uint64_t at = reinterpret_cast<uint64_t>(p);

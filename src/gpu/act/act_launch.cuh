@@ -12,6 +12,7 @@
 #include "act/act_problem.h"
 #include "gpu/act/act_config.h"
 #include "gpu/act/act_kernel.cuh"
+#include "gpu/act/act_quant_kernel.cuh"
 #include "gpu/common/check.h"
 #include "gpu/common/dispatch.h"
 #include "gpu/common/kernel_limits.h"
