@@ -104,6 +104,47 @@ TEST_P(AlignmentInvariance, Norm) {
   }
 }
 
+// Rows of whole groups at the batch sizes whose launch shapes differ by alignment: the GPU gives
+// rows whose accesses are narrower than a group (a base or row stride off 16 bytes) the kernels
+// that test each thread's last group (RowFit::kLastPartial) where aligned rows take the exact
+// ones, four groups a thread in both (N = 16384 bf16 at M = 1 on 512 threads, split over a
+// cluster where aligned; 8192 at M = 128 on 256; 4096 at M = 1024 on 128). LayerNorm's rows of
+// a power-of-two number of groups take their moments in one reduction (gpu/norm/norm_moments.cuh,
+// TreeMoments) in every kernel, or their bits would follow the alignment; N = 5120 (640 groups)
+// takes two in every kernel.
+TEST_P(AlignmentInvariance, NormRowsOfWholeGroupsAtEachBatchShape) {
+  const Backend backend = GetParam();
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (NormOp op : {NormOp::kLayer, NormOp::kAddLayer, NormOp::kRms}) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+      for (const Shape s : {Shape{1, 16384}, Shape{128, 8192}, Shape{1024, 4096}, Shape{1, 5120},
+                            Shape{1024, 5120}}) {
+        NormCase c;
+        c.op = op;
+        c.x_dtype = c.weight_dtype = c.residual_dtype = dtype;
+        c.rows = s.rows;
+        c.cols = s.cols;
+        c.stats = true;
+        c.seed = static_cast<uint32_t>(s.rows * 7 + s.cols);
+        const NormRun aligned = run_norm_case(c, backend);
+        ASSERT_TRUE(aligned.status.ok()) << aligned.status.to_string();
+        const std::vector<uint64_t> expected = norm_bits(c, aligned);
+        for (int k : {1, 2}) {
+          const Layout l = layout(k);
+          NormCase moved = with_row_layout(c, l);
+          moved.affine_offset = l.d;
+          SCOPED_TRACE(moved.name());
+          const NormRun run = run_norm_case(moved, backend);
+          ASSERT_TRUE(run.status.ok()) << run.status.to_string();
+          ASSERT_EQ(norm_bits(moved, run), expected);
+        }
+      }
+    }
+  }
+}
+
 TEST_P(AlignmentInvariance, NormFp8) {
   const Backend backend = GetParam();
   for (NormFp8Op op : {NormFp8Op::kRms, NormFp8Op::kAddRms}) {

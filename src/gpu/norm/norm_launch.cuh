@@ -220,9 +220,11 @@ constexpr bool cluster_takes_plain(RowFit fit, bool plain) {
 // rows of narrower accesses; so do, at full width only, the one of five where odd_items_built
 // (five_last_partial), the one of one group per thread on a one-row block of 128 threads in the
 // fixed-thread forms (one_group_registers_kernel), and LayerNorm alone's plain ones of three,
-// four and five (layer_plain_registers_kernel). LayerNorm's other registers
-// kernels come twice: for rows of a power-of-two number of whole groups (`power_of_two_rows`:
-// their moments in one reduction) and for the rest.
+// four and five (layer_plain_registers_kernel). LayerNorm's other registers kernels, the narrow
+// accesses' four-group one of RowFit::kLastPartial among them, come twice: for rows of a
+// power-of-two number of whole groups (`power_of_two_rows`: their moments in one reduction, as
+// the exact kernels of one, two and four groups take them) and for the rest. A row's bits so
+// follow neither its alignment nor its batch.
 //
 // The kernels of rows in runs (K::kRuns) are fewer, on a config of the same reduction order
 // (norm_config_for_runs): the exact registers kernels of one, two and four groups per thread,
@@ -302,9 +304,18 @@ auto pick_norm_kernel(RowFit fit, const NormConfig& cfg, bool plain, bool power_
         if (cfg.items == 5) return layer_plain_registers_kernel<K, 5, kLast>(cfg, plain);
       }
       return layer_plain_registers_kernel<K, K::kMaxItems, kLast>(cfg, plain);
+    } else {
+      if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
+      if constexpr (K::kLayer) {
+        // Narrow accesses to a row of exactly four groups a thread (2^k groups: N = 16384 bf16
+        // on 512 threads), whose aligned launch is exact and takes the moments in one reduction.
+        if (power_of_two_rows) {
+          return norm_registers_kernel<K, RowFit::kLastPartial, K::kMaxItems, false, false, 0,
+                                       false, true>;
+        }
+      }
+      return norm_registers_kernel<K, RowFit::kLastPartial>;
     }
-    if (cfg.items == 3) return norm_registers_kernel<K, RowFit::kLastPartial, 3>;
-    return norm_registers_kernel<K, RowFit::kLastPartial>;
   }
   if constexpr (kFull) {
     if (fit == RowFit::kExact && cfg.items == 1) return exact_registers_kernel<K, 1>(cfg, plain);
