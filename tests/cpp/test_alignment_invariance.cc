@@ -9,7 +9,8 @@
 // different offsets, as with everything aligned. The layouts here give each tensor its own offset
 // and stride, so that no two of them share a phase; fp8 codes (one byte each) take every byte
 // offset, and the lengths cover a row of one partial group, groups straddling the row's start and
-// end, and (20483) the long-row paths.
+// end, (20483) the long-row paths, and rows of whole groups, whose aligned and narrow launches
+// take different kernels (NormRowsOfWholeGroupsAtEachBatchShape; 16384 in the fp8 forms).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -111,7 +112,8 @@ TEST_P(AlignmentInvariance, Norm) {
 // cluster where aligned; 8192 at M = 128 on 256; 4096 at M = 1024 on 128). LayerNorm's rows of
 // a power-of-two number of groups take their moments in one reduction (gpu/norm/norm_moments.cuh,
 // TreeMoments) in every kernel, or their bits would follow the alignment; N = 5120 (640 groups)
-// takes two in every kernel.
+// takes two in every kernel. Rows past the registers path (20480 and 32768 bf16) take the
+// cluster kernel of exact rows where aligned and that of any row where not.
 TEST_P(AlignmentInvariance, NormRowsOfWholeGroupsAtEachBatchShape) {
   const Backend backend = GetParam();
   struct Shape {
@@ -120,7 +122,7 @@ TEST_P(AlignmentInvariance, NormRowsOfWholeGroupsAtEachBatchShape) {
   for (NormOp op : {NormOp::kLayer, NormOp::kAddLayer, NormOp::kRms}) {
     for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
       for (const Shape s : {Shape{1, 16384}, Shape{128, 8192}, Shape{1024, 4096}, Shape{1, 5120},
-                            Shape{1024, 5120}}) {
+                            Shape{1024, 5120}, Shape{3, 20480}, Shape{2, 32768}}) {
         NormCase c;
         c.op = op;
         c.x_dtype = c.weight_dtype = c.residual_dtype = dtype;
@@ -151,7 +153,7 @@ TEST_P(AlignmentInvariance, NormFp8) {
     for (Fp8Scale scale : {Fp8Scale::kDynamic, Fp8Scale::kStatic}) {
       for (Fp8Format format : {Fp8Format::kE4M3FN, Fp8Format::kE4M3FNUZ}) {
         for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-          for (int64_t n : {7, 769, 4100, 5125}) {
+          for (int64_t n : {7, 769, 4100, 5125, 16384}) {
             NormFp8Case c;
             c.op = op;
             c.scale = scale;
