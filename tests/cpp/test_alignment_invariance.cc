@@ -37,6 +37,13 @@ Layout layout(int k) {
 }
 constexpr int kLayouts = 8;
 
+// Layouts 1 .. kLayouts - 1: every one but the aligned.
+std::vector<int> moved_layouts() {
+  std::vector<int> ks;
+  for (int k = 1; k < kLayouts; ++k) ks.push_back(k);
+  return ks;
+}
+
 // A norm case (NormCase or NormFp8Case) with its row tensors laid out as `l` says.
 template <class Case>
 Case with_row_layout(const Case& c, const Layout& l) {
@@ -66,6 +73,25 @@ std::vector<uint64_t> norm_bits(const NormCase& c, const NormRun& run) {
   return bits;
 }
 
+// Runs `c` as laid out (all aligned) and at each layout k of `layouts`, and expects the same
+// bits from each, with the padding between rows left alone.
+void expect_norm_bits_at_layouts(const NormCase& c, Backend backend,
+                                 const std::vector<int>& layouts) {
+  const NormRun aligned = run_norm_case(c, backend);
+  ASSERT_TRUE(aligned.status.ok()) << aligned.status.to_string();
+  const std::vector<uint64_t> expected = norm_bits(c, aligned);
+  for (int k : layouts) {
+    const Layout l = layout(k);
+    NormCase moved = with_row_layout(c, l);
+    moved.affine_offset = l.d;
+    SCOPED_TRACE(moved.name());
+    const NormRun run = run_norm_case(moved, backend);
+    ASSERT_TRUE(run.status.ok()) << run.status.to_string();
+    ASSERT_EQ(norm_bits(moved, run), expected);
+    ASSERT_TRUE((is_in_place(c.op) ? run.x : run.out).padding_untouched());
+  }
+}
+
 TEST_P(AlignmentInvariance, Norm) {
   const Backend backend = GetParam();
   struct Dtypes {
@@ -87,19 +113,7 @@ TEST_P(AlignmentInvariance, Norm) {
         c.cols = n;
         c.stats = true;
         c.seed = static_cast<uint32_t>(n);
-        const NormRun aligned = run_norm_case(c, backend);
-        ASSERT_TRUE(aligned.status.ok()) << aligned.status.to_string();
-        const std::vector<uint64_t> expected = norm_bits(c, aligned);
-        for (int k = 1; k < kLayouts; ++k) {
-          const Layout l = layout(k);
-          NormCase moved = with_row_layout(c, l);
-          moved.affine_offset = l.d;
-          SCOPED_TRACE(moved.name());
-          const NormRun run = run_norm_case(moved, backend);
-          ASSERT_TRUE(run.status.ok()) << run.status.to_string();
-          ASSERT_EQ(norm_bits(moved, run), expected);
-          ASSERT_TRUE((is_in_place(op) ? run.x : run.out).padding_untouched());
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_norm_bits_at_layouts(c, backend, moved_layouts()));
       }
     }
   }
@@ -130,18 +144,7 @@ TEST_P(AlignmentInvariance, NormRowsOfWholeGroupsAtEachBatchShape) {
         c.cols = s.cols;
         c.stats = true;
         c.seed = static_cast<uint32_t>(s.rows * 7 + s.cols);
-        const NormRun aligned = run_norm_case(c, backend);
-        ASSERT_TRUE(aligned.status.ok()) << aligned.status.to_string();
-        const std::vector<uint64_t> expected = norm_bits(c, aligned);
-        for (int k : {1, 2}) {
-          const Layout l = layout(k);
-          NormCase moved = with_row_layout(c, l);
-          moved.affine_offset = l.d;
-          SCOPED_TRACE(moved.name());
-          const NormRun run = run_norm_case(moved, backend);
-          ASSERT_TRUE(run.status.ok()) << run.status.to_string();
-          ASSERT_EQ(norm_bits(moved, run), expected);
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_norm_bits_at_layouts(c, backend, {1, 2}));
       }
     }
   }
