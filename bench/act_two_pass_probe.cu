@@ -11,35 +11,20 @@
 // over L2"). CUDA only, outside the library's build:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o act_two_pass_probe \
 //     bench/act_two_pass_probe.cu
+// Its results (bench/results/act-fp8-two-pass-probe-h100-2026-12-06-e9fe383.txt)
+// were measured before its timer and math moved into probe_common.h, unchanged.
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
-#include <algorithm>
-#include <cstdio>
+
 #include <cstdint>
-#include <vector>
+#include <cstdio>
+
+#include "probe_common.h"
 
 constexpr int kThreads = 256;  // a chunk: 256 groups of 8 = 2048 elements
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
-
 __device__ __forceinline__ void values(const uint4* in, int64_t row, int64_t groups, int64_t c,
                                        float (&y)[8]) {
-  const uint4 gv = in[row * 2 * groups + c];
-  const uint4 uv = in[row * 2 * groups + groups + c];
-  const __nv_bfloat16* g = reinterpret_cast<const __nv_bfloat16*>(&gv);
-  const __nv_bfloat16* u = reinterpret_cast<const __nv_bfloat16*>(&uv);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) y[e] = silu(__bfloat162float(g[e])) * __bfloat162float(u[e]);
-}
-__device__ __forceinline__ uint2 codes(const float (&y)[8], float inv) {
-  uint2 o;
-  __nv_fp8x2_storage_t* p = reinterpret_cast<__nv_fp8x2_storage_t*>(&o);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    p[e] = __nv_cvt_float2_to_fp8x2(make_float2(y[2 * e] * inv, y[2 * e + 1] * inv),
-                                    __NV_SATFINITE, __NV_E4M3);
-  }
-  return o;
+  silu_mul_fast(in[row * 2 * groups + c], in[row * 2 * groups + groups + c], y);
 }
 __device__ __forceinline__ float block_max(float m, float* sm) {
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(~0u, m, o));
@@ -104,7 +89,7 @@ __global__ void __launch_bounds__(kThreads) tile2(const uint4* in, uint2* out, f
         if (c < groups) {
           float y[8];
           values(in, row, groups, c, y);
-          out[row * groups + c] = codes(y, inv);
+          out[row * groups + c] = e4m3_codes(y, inv);
         }
         __syncthreads();
       }
@@ -138,7 +123,7 @@ __global__ void __launch_bounds__(1024) rowwise(const uint4* in, uint2* out, flo
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int64_t c = threadIdx.x + i * blockDim.x;
-    if (c < groups) out[row * groups + c] = codes(y[i], inv);
+    if (c < groups) out[row * groups + c] = e4m3_codes(y[i], inv);
   }
   if (threadIdx.x == 0) scale[row] = sc;
 }
@@ -149,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) fixed_scale(const uint4* in, uint2* 
   if (t >= rows * groups) return;
   float y[8];
   values(in, t / groups, groups, t % groups, y);
-  out[t] = codes(y, 0.5f);
+  out[t] = e4m3_codes(y, 0.5f);
 }
 
 __global__ void fill(uint4* p, int64_t n) {
@@ -169,11 +154,6 @@ __global__ void fill(uint4* p, int64_t n) {
     p[i] = make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
-__global__ void flush(const uint4* p, int64_t n, uint4* sink) {
-  uint32_t x = 0;
-  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < n; i += gridDim.x * 256ll) x ^= p[i].x;
-  if (x == 0x12345678u) sink[0].x = x;
-}
 __global__ void differ(const uint2* a, const uint2* b, int64_t n, const float* sa, const float* sb,
                        int64_t rows, unsigned long long* count) {
   for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < n; i += gridDim.x * 256ll) {
@@ -185,62 +165,43 @@ __global__ void differ(const uint2* a, const uint2* b, int64_t n, const float* s
 int main() {
   const int64_t N = 14336, groups = N / 8, kMaxM = 16384;
   const int chunks = static_cast<int>((groups + kThreads - 1) / kThreads);
-  uint4 *in, *fl;
+  uint4* in;
   uint2 *out, *ref;
   float *scale, *ref_scale;
-  unsigned *ws;
+  unsigned* ws;  // [kMaxM] max bits, then [kMaxM] counts
   unsigned long long* count;
-  const size_t fl_bytes = 256ull << 20;
-  cudaMalloc(&in, kMaxM * 2 * N * 2);
-  cudaMalloc(&out, kMaxM * N);
-  cudaMalloc(&ref, kMaxM * N);
-  cudaMalloc(&scale, kMaxM * 4);
-  cudaMalloc(&ref_scale, kMaxM * 4);
-  cudaMalloc(&ws, kMaxM * 8);
-  cudaMalloc(&fl, fl_bytes);
-  cudaMalloc(&count, 8);
-  cudaMemset(ws, 0, kMaxM * 8);
-  cudaMemset(fl, 1, fl_bytes);
+  CK(cudaMalloc(&in, kMaxM * 2 * N * 2));
+  CK(cudaMalloc(&out, kMaxM * N));
+  CK(cudaMalloc(&ref, kMaxM * N));
+  CK(cudaMalloc(&scale, kMaxM * 4));
+  CK(cudaMalloc(&ref_scale, kMaxM * 4));
+  CK(cudaMalloc(&ws, kMaxM * 8));
+  CK(cudaMalloc(&count, 8));
+  CK(cudaMemset(ws, 0, kMaxM * 8));
   fill<<<1024, 256>>>(in, kMaxM * 2 * N * 2 / 16);
   int per_sm = 0, sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tile2, kThreads, 0);
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tile2, kThreads, 0));
   std::printf("tile2: %d blocks an SM, %d SMs, %d chunks a row\n", per_sm, sms, chunks);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  auto timed = [&](auto&& call) {
-    std::vector<float> v;
-    for (int i = 0; i < 33; ++i) {
-      flush<<<132 * 8, 256>>>(fl, fl_bytes / 16, reinterpret_cast<uint4*>(count));
-      cudaEventRecord(a);
-      call();
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float ms;
-      cudaEventElapsedTime(&ms, a, b);
-      if (i >= 3) v.push_back(ms * 1000);
-    }
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  ColdTimer timer;
   for (int64_t M : {2048, 4096, 16384}) {
     const double bytes = M * 2 * N * 2.0 + M * N;
     const unsigned ew_grid = static_cast<unsigned>((M * groups + kThreads - 1) / kThreads);
-    const float t_fixed = timed([&] { fixed_scale<<<ew_grid, kThreads>>>(in, out, M, groups); });
-    const float t_row = timed([&] { rowwise<<<M, 896>>>(in, ref, ref_scale, groups); });
+    const float t_fixed =
+        timer.median_us([&] { fixed_scale<<<ew_grid, kThreads>>>(in, out, M, groups); });
+    const float t_row = timer.median_us([&] { rowwise<<<M, 896>>>(in, ref, ref_scale, groups); });
     std::printf("M=%lld: fixed scale %.2f us (%.0f GB/s) | block a row %.2f us\n", (long long)M,
                 t_fixed, bytes / t_fixed / 1e3, t_row);
     for (int blocks : {per_sm, per_sm > 4 ? per_sm - 2 : per_sm}) {
       for (int lag : {1, 2, 4}) {
         const unsigned grid = static_cast<unsigned>(blocks * sms);
-        const float t = timed([&] {
+        const float t = timer.median_us([&] {
           tile2<<<grid, kThreads>>>(in, out, scale, ws, ws + kMaxM, M, groups, chunks, lag);
         });
-        cudaMemset(count, 0, 8);
+        CK(cudaMemset(count, 0, 8));
         differ<<<1024, 256>>>(out, ref, M * groups, scale, ref_scale, M, count);
         unsigned long long bad = 0;
-        cudaMemcpy(&bad, count, 8, cudaMemcpyDeviceToHost);
+        CK(cudaMemcpy(&bad, count, 8, cudaMemcpyDeviceToHost));
         std::printf("  two passes over L2, %d blocks an SM, lag %d: %.2f us (%.0f GB/s), %llu "
                     "codes or scales differ\n",
                     blocks, lag, t, bytes / t / 1e3, bad);

@@ -1,12 +1,13 @@
 // What the measurement probes (bench/*_probe.cu) share: the check of a CUDA runtime call (print
 // where it failed and exit), eight bfloat16 values from one 16-byte load and back, the library's
 // order of a row's sum (warps_first_sum), a launch with programmatic dependent launch allowed,
-// the median time a call over replays of a CUDA graph of many calls, and their fixed random
-// inputs. Probes are standalone programs outside the library's build, so they do not use its
-// platform layer.
+// the median time a call over replays of a CUDA graph of many calls or cold (ColdTimer), their
+// fixed random inputs, and the gated activations' y and e4m3 codes in a fast form. Probes are
+// standalone programs outside the library's build, so they do not use its platform layer.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -129,6 +130,78 @@ inline float captured_us(const std::function<void(cudaStream_t)>& call, cudaStre
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return t[t.size() / 2];
+}
+
+// Reads n 16-byte words (the cold timer's flush); the sink is written only if the words' XOR
+// happens to be one value, so the reads cannot be dropped.
+__global__ void probe_read_flush(const uint4* p, size_t n, unsigned* sink) {
+  unsigned x = 0;
+  for (size_t i = blockIdx.x * size_t{256} + threadIdx.x; i < n; i += gridDim.x * size_t{256}) {
+    x ^= p[i].x;
+  }
+  if (x == 0x12345678u) sink[0] = x;
+}
+
+// Cold-L2 timing, the benchmark's read-flush method: a read of 256 MB (five times an H100's L2)
+// before each call, the call between two events on the default stream, the median of `runs`
+// calls after three untimed ones.
+class ColdTimer {
+ public:
+  ColdTimer() {
+    CK(cudaMalloc(&flush_, kFlushBytes + 16));
+    CK(cudaMemset(flush_, 1, kFlushBytes + 16));
+    CK(cudaEventCreate(&start_));
+    CK(cudaEventCreate(&stop_));
+  }
+  ~ColdTimer() {
+    cudaFree(flush_);
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  float median_us(const std::function<void()>& call, int runs = 30) {
+    std::vector<float> t;
+    for (int i = 0; i < runs + 3; ++i) {
+      probe_read_flush<<<132 * 8, 256>>>(flush_, kFlushBytes / 16,
+                                         reinterpret_cast<unsigned*>(flush_ + kFlushBytes / 16));
+      CK(cudaEventRecord(start_));
+      call();
+      CK(cudaEventRecord(stop_));
+      CK(cudaEventSynchronize(stop_));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, start_, stop_));
+      if (i >= 3) t.push_back(ms * 1000.f);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = size_t{256} << 20;
+  uint4* flush_ = nullptr;
+  cudaEvent_t start_, stop_;
+};
+
+// silu(gate) * up for eight bfloat16 pairs, with the fast exp (the library's fp8 forms take the
+// exact one: probes of bytes and launch shapes, not of numerics).
+__device__ __forceinline__ void silu_mul_fast(const uint4& gate, const uint4& up, float (&y)[8]) {
+  float g[8], u[8];
+  unpack(gate, g);
+  unpack(up, u);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) y[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+}
+
+// Eight e4m3 codes of y * inverse_scale (round to nearest even, saturating) in one 8-byte word.
+__device__ __forceinline__ uint2 e4m3_codes(const float (&y)[8], float inverse_scale) {
+  uint2 o;
+  __nv_fp8x2_storage_t* p = reinterpret_cast<__nv_fp8x2_storage_t*>(&o);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    p[e] = __nv_cvt_float2_to_fp8x2(
+        make_float2(y[2 * e] * inverse_scale, y[2 * e + 1] * inverse_scale), __NV_SATFINITE,
+        __NV_E4M3);
+  }
+  return o;
 }
 
 // `count` bfloat16 values in [-0.5, 0.5) from a fixed linear congruential sequence: the same inputs
