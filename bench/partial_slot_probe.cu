@@ -1,0 +1,327 @@
+// A measurement probe, not library code: what does a one-row LayerNorm pay for a row whose last
+// slot is partial, and would a tree that keeps the partial slot apart until the end take it
+// back? On an H100, layer_norm [1, 6144] (256 threads x 3 groups, every slot whole) replays in
+// 1.24 us with its moments in one reduction (the counted tree of branch `ct5`), while [1, 5120]
+// (the same kernel, the third slot held by threads 0-127 only) stays at 1.56-1.62 with either
+// tree (bench/NOTES.md, "The counted factors as constants, measured").
+//
+// One block of 256 threads a row, bf16, a thread's groups at t, t + 256, t + 512 (16-byte
+// loads), weight and bias beside the row, the sums in the library's order (warps first through
+// shared memory, then lanes; highest index bit first). Forms:
+//   two_pass  the mean from one reduction, the squares about it from a second (the library's
+//             tree for rows that are not 2^k groups)
+//   one_pass  every slot whole (N = 6144 or 4096): each group's (sum, centred squares) merged
+//             over the thread's slots, then over the threads, in one reduction of pairs
+//   pairs     the whole slots' pair (A) and the last slot's pair (B) reduced side by side in one
+//             reduction of four floats, merged once at the end with constant counts; B's merges
+//             are equal or empty because the threads that hold the last slot are a power of two
+//             (r = 128 at N = 5120): the best case of such a tree
+// Every form's output is checked against a float64 reference first. Graph replay of 200 PDL
+// calls at M = 1 and 32, three rounds.
+//
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o partial_slot_probe \
+//     bench/partial_slot_probe.cu
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "probe_common.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kGroup = 8;  // bf16 values in 16 bytes
+
+struct Pair {  // a node of the row's tree: its values' sum and squares about their mean
+  float sum, m2;
+};
+
+// Two nodes of `count` values each (count a power of two, so 1 / (2 count) is exact).
+__device__ __forceinline__ Pair merge_equal(Pair lo, Pair hi, float inv_two_count) {
+  const float d = hi.sum - lo.sum;
+  return {lo.sum + hi.sum, fmaf(d, d * inv_two_count, lo.m2 + hi.m2)};
+}
+
+// One group's pair: its sum and its squares about its own mean.
+__device__ __forceinline__ Pair group_pair(const float (&v)[8]) {
+  float s = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s += v[e];
+  const float centre = s * (1.0f / kGroup);
+  float m2 = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) m2 = fmaf(v[e] - centre, v[e] - centre, m2);
+  return {s, m2};
+}
+
+// The library's order for a tuple of kLanes floats merged by `merge(lo, hi, level)`, level 0 the
+// highest thread bit: every thread folds its lane's values of all warps, then xor shuffles.
+template <int kLanes, class Merge>
+__device__ __forceinline__ void warps_first(float (&v)[kLanes], Merge merge) {
+  __shared__ float slots[kWarps][kLanes][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) slots[warp][k][lane] = v[k];
+  __syncthreads();
+  float w[kWarps][kLanes];
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) {
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) w[i][k] = slots[i][k][lane];
+  }
+  int level = 0;
+#pragma unroll
+  for (int half = kWarps / 2; half > 0; half /= 2, ++level) {
+#pragma unroll
+    for (int i = 0; i < half; ++i) merge(w[i], w[i + half], level);
+  }
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) v[k] = w[0][k];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1, ++level) {
+    float other[kLanes];
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) other[k] = __shfl_xor_sync(0xffffffffu, v[k], o);
+    merge(v, other, level);  // each merge is symmetric in its operands, bit for bit
+  }
+}
+
+enum class Form { kTwoPass, kOnePass, kPairs };
+
+struct Args {
+  const uint4* x;
+  const uint4* w;
+  const uint4* b;
+  uint4* out;
+  float eps;
+};
+
+// kItems slots a thread, the last held by threads below kLastThreads.
+template <Form kForm, int kItems, int kLastThreads>
+__global__ void __launch_bounds__(kThreads) layer_probe(Args a) {
+  constexpr int kGroups = kThreads * (kItems - 1) + kLastThreads;
+  constexpr int n = kGroups * kGroup;
+  const int t = threadIdx.x;
+  const bool has_last = t < kLastThreads;
+  auto present = [&](int i) { return i < kItems - 1 || has_last; };
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const uint4* x = a.x + static_cast<int64_t>(blockIdx.x) * kGroups;
+  uint4 xv[kItems], wv[kItems], bv[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    // An absent slot loads the row's first group (no branch); its values go unused.
+    const int g = present(i) ? i * kThreads + t : 0;
+    xv[i] = x[g];
+    wv[i] = a.w[g];
+    bv[i] = a.b[g];
+  }
+  asm volatile("griddepcontrol.launch_dependents;");
+  float f[kItems][8];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    unpack(xv[i], f[i]);
+    if (!present(i)) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[i][e] = 0.f;
+    }
+  }
+  float mean, var;
+  if constexpr (kForm == Form::kTwoPass) {
+    float s[1] = {0.f};
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s[0] += f[i][e];
+    }
+    auto add = [](float(&lo)[1], const float(&hi)[1], int) { lo[0] += hi[0]; };
+    warps_first<1>(s, add);
+    mean = s[0] / static_cast<float>(n);
+    float q[1] = {0.f};
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (present(i)) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q[0] = fmaf(f[i][e] - mean, f[i][e] - mean, q[0]);
+      }
+    }
+    __syncthreads();  // the scratch is reused
+    warps_first<1>(q, add);
+    var = q[0] / static_cast<float>(n);
+  } else if constexpr (kForm == Form::kOnePass) {
+    static_assert(kLastThreads == kThreads, "every slot whole");
+    Pair g[kItems];
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) g[i] = group_pair(f[i]);
+    // The thread's slots, highest index bit first: for three, slot 0 with slot 2 (equal), then
+    // with slot 1 (two groups against one: constant counts).
+    Pair p;
+    if constexpr (kItems == 2) {
+      p = merge_equal(g[0], g[1], 1.0f / (2 * kGroup));
+    } else {
+      static_assert(kItems == 3, "two or three slots");
+      const Pair p02 = merge_equal(g[0], g[2], 1.0f / (2 * kGroup));
+      // d = mean(slot 1) - mean(slots 0, 2); m2 += d^2 * (16 x 8) / 24
+      const float d = g[1].sum * (1.0f / kGroup) - p02.sum * (1.0f / (2 * kGroup));
+      p = {p02.sum + g[1].sum, fmaf(d, d * (16.0f * 8.0f / 24.0f), p02.m2 + g[1].m2)};
+    }
+    float v[2] = {p.sum, p.m2};
+    auto merge = [](float(&lo)[2], const float(&hi)[2], int level) {
+      // level 0: two single threads' nodes of kItems groups
+      const float inv_two_count = 1.0f / static_cast<float>(2 * kItems * kGroup << level);
+      const Pair m = merge_equal({lo[0], lo[1]}, {hi[0], hi[1]}, inv_two_count);
+      lo[0] = m.sum;
+      lo[1] = m.m2;
+    };
+    warps_first<2>(v, merge);
+    mean = v[0] / static_cast<float>(n);
+    var = v[1] / static_cast<float>(n);
+  } else {
+    static_assert(kItems == 3 && (kLastThreads & (kLastThreads - 1)) == 0 && kLastThreads >= 32,
+                  "r a power of two, whole warps (the lanes' merges are all equal)");
+    const Pair g0 = group_pair(f[0]), g1 = group_pair(f[1]);
+    const Pair whole = merge_equal(g0, g1, 1.0f / (2 * kGroup));
+    const Pair last = has_last ? group_pair(f[2]) : Pair{0.f, 0.f};
+    float v[4] = {whole.sum, whole.m2, last.sum, last.m2};
+    auto merge = [](float(&lo)[4], const float(&hi)[4], int level) {
+      const Pair a = merge_equal({lo[0], lo[1]}, {hi[0], hi[1]},
+                                 1.0f / static_cast<float>(2 * 2 * kGroup << level));
+      lo[0] = a.sum;
+      lo[1] = a.m2;
+      // The last slot's nodes: at the thread bits at or above kLastThreads the upper node is
+      // empty (kept as is); below, both are whole.
+      constexpr int kTopBits = 8;  // log2(kThreads)
+      const int bit = kTopBits - 1 - level;
+      if ((1 << bit) < kLastThreads) {
+        // Before the merge at `bit`, a node holds the threads that share the bits below it:
+        // 2^(log2(kLastThreads) - 1 - bit) of them hold the last slot.
+        const float count = static_cast<float>(kGroup << (__builtin_ctz(kLastThreads) - bit - 1));
+        const Pair b = merge_equal({lo[2], lo[3]}, {hi[2], hi[3]}, 0.5f / count);
+        lo[2] = b.sum;
+        lo[3] = b.m2;
+      }
+    };
+    warps_first<4>(v, merge);
+    // The two trees' roots: 2 x 256 groups and kLastThreads groups, constant counts.
+    constexpr float kCountA = 2.0f * kThreads * kGroup, kCountB = 1.0f * kLastThreads * kGroup;
+    const float d = v[2] * (1.0f / kCountB) - v[0] * (1.0f / kCountA);
+    mean = (v[0] + v[2]) / static_cast<float>(n);
+    var = fmaf(d, d * (kCountA * kCountB / (kCountA + kCountB)), v[1] + v[3]) /
+          static_cast<float>(n);
+  }
+  const float rstd = rsqrtf(var + a.eps);
+  uint4* out = a.out + static_cast<int64_t>(blockIdx.x) * kGroups;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (present(i)) {
+      float wf[8], bf[8], y[8];
+      unpack(wv[i], wf);
+      unpack(bv[i], bf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) y[e] = fmaf((f[i][e] - mean) * rstd, wf[e], bf[e]);
+      out[i * kThreads + t] = pack(y);
+    }
+  }
+}
+
+struct Buffers {
+  uint4 *x, *w, *b, *out;
+};
+
+float bf16_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// The largest |out - reference| over `rows` rows of n, the reference in float64.
+double max_error(const Buffers& buf, int rows, int n, cudaStream_t s) {
+  std::vector<__nv_bfloat16> x(static_cast<size_t>(rows) * n), w(n), b(n), out(x.size());
+  CK(cudaMemcpyAsync(x.data(), buf.x, x.size() * 2, cudaMemcpyDeviceToHost, s));
+  CK(cudaMemcpyAsync(w.data(), buf.w, n * 2, cudaMemcpyDeviceToHost, s));
+  CK(cudaMemcpyAsync(b.data(), buf.b, n * 2, cudaMemcpyDeviceToHost, s));
+  CK(cudaMemcpyAsync(out.data(), buf.out, out.size() * 2, cudaMemcpyDeviceToHost, s));
+  CK(cudaStreamSynchronize(s));
+  double worst = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const __nv_bfloat16* xr = x.data() + static_cast<size_t>(r) * n;
+    double sum = 0.0, sq = 0.0;
+    for (int j = 0; j < n; ++j) sum += bf16_to_float(xr[j]);
+    const double mean = sum / n;
+    for (int j = 0; j < n; ++j) sq += (bf16_to_float(xr[j]) - mean) * (bf16_to_float(xr[j]) - mean);
+    const double rstd = 1.0 / std::sqrt(sq / n + 1e-5);
+    for (int j = 0; j < n; ++j) {
+      const double ref = (bf16_to_float(xr[j]) - mean) * rstd * bf16_to_float(w[j]) +
+                         bf16_to_float(b[j]);
+      const double got = bf16_to_float(out[static_cast<size_t>(r) * n + j]);
+      const double e = std::isnan(got) ? INFINITY : std::fabs(got - ref);
+      worst = std::max(worst, e);
+    }
+  }
+  return worst;
+}
+
+template <Form kForm, int kItems, int kLastThreads>
+bool check_and_time(const char* name, const Buffers& buf, cudaStream_t s, bool time_it) {
+  constexpr int n = (kThreads * (kItems - 1) + kLastThreads) * kGroup;
+  const Args args = {buf.x, buf.w, buf.b, buf.out, 1e-5f};
+  auto kernel = layer_probe<kForm, kItems, kLastThreads>;
+  bool ok = true;
+  if (!time_it) {
+    constexpr int kRows = 32;
+    CK(cudaMemsetAsync(buf.out, 0xff, size_t{kRows} * n * 2, s));  // NaN: unwritten shows
+    launch_pdl(kernel, kRows, kThreads, 0, s, args);
+    const double err = max_error(buf, kRows, n, s);
+    // |y| < 2 here (x in [1.5, 2.5), w and b in [-0.5, 0.5)): two bf16 ulps are 2^-6.
+    ok = err <= 0.0157;
+    std::printf("  %-9s N = %5d  max |error| %.4g %s\n", name, n, err, ok ? "" : "FAILED");
+    return ok;
+  }
+  std::printf("  %-9s N = %5d", name, n);
+  for (int rows : {1, 32}) {
+    const float us = captured_us(
+        [&](cudaStream_t st) { launch_pdl(kernel, rows, kThreads, 0, st, args); }, s, 200);
+    std::printf("  M = %2d %.3f", rows, us);
+  }
+  std::printf(" us\n");
+  return ok;
+}
+
+bool all_forms(const Buffers& buf, cudaStream_t s, bool time_it) {
+  bool ok = true;
+  ok &= check_and_time<Form::kTwoPass, 3, 128>("two_pass", buf, s, time_it);
+  ok &= check_and_time<Form::kPairs, 3, 128>("pairs", buf, s, time_it);
+  ok &= check_and_time<Form::kTwoPass, 3, 256>("two_pass", buf, s, time_it);
+  ok &= check_and_time<Form::kOnePass, 3, 256>("one_pass", buf, s, time_it);
+  ok &= check_and_time<Form::kPairs, 3, 256>("pairs", buf, s, time_it);
+  ok &= check_and_time<Form::kTwoPass, 2, 256>("two_pass", buf, s, time_it);
+  ok &= check_and_time<Form::kOnePass, 2, 256>("one_pass", buf, s, time_it);
+  return ok;
+}
+
+}  // namespace
+
+int main() {
+  constexpr int kRows = 32, kMaxN = 6144;
+  const size_t count = size_t{kRows} * kMaxN;
+  Buffers buf;
+  CK(cudaMalloc(&buf.x, count * 2));
+  CK(cudaMalloc(&buf.w, kMaxN * 2));
+  CK(cudaMalloc(&buf.b, kMaxN * 2));
+  CK(cudaMalloc(&buf.out, count * 2));
+  // Rows of values in [-0.5, 0.5) about a mean of 2 (so that the centring matters).
+  std::vector<__nv_bfloat16> h = random_bf16(count + 2 * kMaxN);
+  for (size_t i = 0; i < count; ++i) h[i] = __float2bfloat16(__bfloat162float(h[i]) + 2.0f);
+  CK(cudaMemcpy(buf.x, h.data(), count * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(buf.w, h.data() + count, kMaxN * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(buf.b, h.data() + count + kMaxN, kMaxN * 2, cudaMemcpyHostToDevice));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  print_replay_header();
+  std::printf("check against float64 (32 rows)\n");
+  if (!all_forms(buf, s, false)) return 1;
+  for (int round = 0; round < 3; ++round) {
+    std::printf("round %d\n", round + 1);
+    all_forms(buf, s, true);
+  }
+  return 0;
+}
