@@ -16,6 +16,8 @@
 //             reduction of four floats, merged once at the end with constant counts; B's merges
 //             are equal or empty because the threads that hold the last slot are a power of two
 //             (r = 128 at N = 5120): the best case of such a tree
+//   counted   pairs for any r: each merge of the last slot's nodes takes their counts of groups
+//             from the thread's residue and divides on the path (N = 5120, and N = 4864: r = 96)
 // Every form's output is checked against a float64 reference first. Graph replay of 200 PDL
 // calls at M = 1 and 32, three rounds.
 //
@@ -58,8 +60,18 @@ __device__ __forceinline__ Pair group_pair(const float (&v)[8]) {
   return {s, m2};
 }
 
-// The library's order for a tuple of kLanes floats merged by `merge(lo, hi, level)`, level 0 the
-// highest thread bit: every thread folds its lane's values of all warps, then xor shuffles.
+// Where a merge of the threads' tree stands: `level` counts from 0 at the highest thread bit,
+// `bit` is that thread bit; the merged nodes are the threads congruent to lo_residue and to
+// lo_residue + 2^bit modulo 2^(bit + 1), and mine_is_lo says which of the two the calling
+// thread's own operand is.
+struct Level {
+  int level, bit;
+  bool mine_is_lo;
+  int lo_residue;
+};
+
+// The library's order for a tuple of kLanes floats merged by `merge(mine, other, Level)`: every
+// thread folds its lane's values of all warps (highest thread bit first), then xor shuffles.
 template <int kLanes, class Merge>
 __device__ __forceinline__ void warps_first(float (&v)[kLanes], Merge merge) {
   __shared__ float slots[kWarps][kLanes][32];
@@ -73,11 +85,15 @@ __device__ __forceinline__ void warps_first(float (&v)[kLanes], Merge merge) {
 #pragma unroll
     for (int k = 0; k < kLanes; ++k) w[i][k] = slots[i][k][lane];
   }
+  constexpr int kTopBit = 7;  // log2(kThreads) - 1
+  static_assert(kThreads == 2 << kTopBit, "the thread bits");
   int level = 0;
 #pragma unroll
   for (int half = kWarps / 2; half > 0; half /= 2, ++level) {
 #pragma unroll
-    for (int i = 0; i < half; ++i) merge(w[i], w[i + half], level);
+    for (int i = 0; i < half; ++i) {
+      merge(w[i], w[i + half], Level{level, kTopBit - level, true, lane + 32 * i});
+    }
   }
 #pragma unroll
   for (int k = 0; k < kLanes; ++k) v[k] = w[0][k];
@@ -86,11 +102,12 @@ __device__ __forceinline__ void warps_first(float (&v)[kLanes], Merge merge) {
     float other[kLanes];
 #pragma unroll
     for (int k = 0; k < kLanes; ++k) other[k] = __shfl_xor_sync(0xffffffffu, v[k], o);
-    merge(v, other, level);  // each merge is symmetric in its operands, bit for bit
+    // Both lanes of a pair form the same node: each merge is symmetric in its operands.
+    merge(v, other, Level{level, kTopBit - level, (lane & o) == 0, lane & (o - 1)});
   }
 }
 
-enum class Form { kTwoPass, kOnePass, kPairs };
+enum class Form { kTwoPass, kOnePass, kPairs, kPairsCounted };
 
 struct Args {
   const uint4* x;
@@ -137,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) layer_probe(Args a) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s[0] += f[i][e];
     }
-    auto add = [](float(&lo)[1], const float(&hi)[1], int) { lo[0] += hi[0]; };
+    auto add = [](float(&mine)[1], const float(&other)[1], Level) { mine[0] += other[0]; };
     warps_first<1>(s, add);
     mean = s[0] / static_cast<float>(n);
     float q[1] = {0.f};
@@ -169,39 +186,65 @@ __global__ void __launch_bounds__(kThreads) layer_probe(Args a) {
       p = {p02.sum + g[1].sum, fmaf(d, d * (16.0f * 8.0f / 24.0f), p02.m2 + g[1].m2)};
     }
     float v[2] = {p.sum, p.m2};
-    auto merge = [](float(&lo)[2], const float(&hi)[2], int level) {
+    auto merge = [](float(&mine)[2], const float(&other)[2], Level at) {
       // level 0: two single threads' nodes of kItems groups
-      const float inv_two_count = 1.0f / static_cast<float>(2 * kItems * kGroup << level);
-      const Pair m = merge_equal({lo[0], lo[1]}, {hi[0], hi[1]}, inv_two_count);
-      lo[0] = m.sum;
-      lo[1] = m.m2;
+      const float inv_two_count = 1.0f / static_cast<float>(2 * kItems * kGroup << at.level);
+      const Pair m = merge_equal({mine[0], mine[1]}, {other[0], other[1]}, inv_two_count);
+      mine[0] = m.sum;
+      mine[1] = m.m2;
     };
     warps_first<2>(v, merge);
     mean = v[0] / static_cast<float>(n);
     var = v[1] / static_cast<float>(n);
   } else {
-    static_assert(kItems == 3 && (kLastThreads & (kLastThreads - 1)) == 0 && kLastThreads >= 32,
-                  "r a power of two, whole warps (the lanes' merges are all equal)");
+    static_assert(kItems == 3, "two whole slots and the last");
+    static_assert(kForm == Form::kPairsCounted ||
+                      ((kLastThreads & (kLastThreads - 1)) == 0 && kLastThreads >= 32),
+                  "equal merges: r a power of two, whole warps");
     const Pair g0 = group_pair(f[0]), g1 = group_pair(f[1]);
     const Pair whole = merge_equal(g0, g1, 1.0f / (2 * kGroup));
     const Pair last = has_last ? group_pair(f[2]) : Pair{0.f, 0.f};
     float v[4] = {whole.sum, whole.m2, last.sum, last.m2};
-    auto merge = [](float(&lo)[4], const float(&hi)[4], int level) {
-      const Pair a = merge_equal({lo[0], lo[1]}, {hi[0], hi[1]},
-                                 1.0f / static_cast<float>(2 * 2 * kGroup << level));
-      lo[0] = a.sum;
-      lo[1] = a.m2;
-      // The last slot's nodes: at the thread bits at or above kLastThreads the upper node is
-      // empty (kept as is); below, both are whole.
-      constexpr int kTopBits = 8;  // log2(kThreads)
-      const int bit = kTopBits - 1 - level;
-      if ((1 << bit) < kLastThreads) {
-        // Before the merge at `bit`, a node holds the threads that share the bits below it:
-        // 2^(log2(kLastThreads) - 1 - bit) of them hold the last slot.
-        const float count = static_cast<float>(kGroup << (__builtin_ctz(kLastThreads) - bit - 1));
-        const Pair b = merge_equal({lo[2], lo[3]}, {hi[2], hi[3]}, 0.5f / count);
-        lo[2] = b.sum;
-        lo[3] = b.m2;
+    auto merge = [](float(&mine)[4], const float(&other)[4], Level at) {
+      const Pair a = merge_equal({mine[0], mine[1]}, {other[0], other[1]},
+                                 1.0f / static_cast<float>(2 * 2 * kGroup << at.level));
+      mine[0] = a.sum;
+      mine[1] = a.m2;
+      // The last slot's nodes. Before the merge at `bit`, a node holds the threads congruent to
+      // its residue modulo 2^(bit + 1); those below kLastThreads hold the slot.
+      if constexpr (kForm == Form::kPairs) {
+        // r = 2^k: at bit >= k the upper node is empty (the lower one is kept); below, both
+        // hold 2^(k - 1 - bit) groups.
+        if ((1 << at.bit) < kLastThreads) {
+          const float count =
+              static_cast<float>(kGroup << (__builtin_ctz(kLastThreads) - at.bit - 1));
+          const Pair b = merge_equal({mine[2], mine[3]}, {other[2], other[3]}, 0.5f / count);
+          mine[2] = b.sum;
+          mine[3] = b.m2;
+        }
+      } else {
+        // Any r: each node's count of groups from its residue, and the general merge with a
+        // division (the factor formed on the path), written so that both operand orders give
+        // the same bits (no contraction into an FMA).
+        const int modulus = 2 << at.bit;
+        auto groups_of = [&](int residue) {
+          return residue < kLastThreads ? (kLastThreads - 1 - residue) / modulus + 1 : 0;
+        };
+        const int n_lo = groups_of(at.lo_residue), n_hi = groups_of(at.lo_residue + modulus / 2);
+        const float lo_sum = at.mine_is_lo ? mine[2] : other[2];
+        const float hi_sum = at.mine_is_lo ? other[2] : mine[2];
+        if (n_hi > 0) {  // else the upper node is empty and the lower one is the merge
+          const float t = __fsub_rn(__fmul_rn(hi_sum, static_cast<float>(n_lo)),
+                                    __fmul_rn(lo_sum, static_cast<float>(n_hi)));
+          const float denominator = static_cast<float>(kGroup * n_lo * n_hi) *
+                                    static_cast<float>(n_lo + n_hi);
+          mine[3] = __fadd_rn(__fadd_rn(mine[3], other[3]), __fdiv_rn(__fmul_rn(t, t),
+                                                                       denominator));
+          mine[2] = __fadd_rn(mine[2], other[2]);
+        } else {
+          mine[2] = lo_sum;
+          mine[3] = at.mine_is_lo ? mine[3] : other[3];
+        }
       }
     };
     warps_first<4>(v, merge);
@@ -290,6 +333,9 @@ bool all_forms(const Buffers& buf, cudaStream_t s, bool time_it) {
   bool ok = true;
   ok &= check_and_time<Form::kTwoPass, 3, 128>("two_pass", buf, s, time_it);
   ok &= check_and_time<Form::kPairs, 3, 128>("pairs", buf, s, time_it);
+  ok &= check_and_time<Form::kPairsCounted, 3, 128>("counted", buf, s, time_it);
+  ok &= check_and_time<Form::kTwoPass, 3, 96>("two_pass", buf, s, time_it);
+  ok &= check_and_time<Form::kPairsCounted, 3, 96>("counted", buf, s, time_it);
   ok &= check_and_time<Form::kTwoPass, 3, 256>("two_pass", buf, s, time_it);
   ok &= check_and_time<Form::kOnePass, 3, 256>("one_pass", buf, s, time_it);
   ok &= check_and_time<Form::kPairs, 3, 256>("pairs", buf, s, time_it);
