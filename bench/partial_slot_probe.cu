@@ -274,8 +274,6 @@ struct Buffers {
   uint4 *x, *w, *b, *out;
 };
 
-float bf16_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
 // The largest |out - reference| over `rows` rows of n, the reference in float64.
 double max_error(const Buffers& buf, int rows, int n, cudaStream_t s) {
   std::vector<__nv_bfloat16> x(static_cast<size_t>(rows) * n), w(n), b(n), out(x.size());
@@ -288,14 +286,17 @@ double max_error(const Buffers& buf, int rows, int n, cudaStream_t s) {
   for (int r = 0; r < rows; ++r) {
     const __nv_bfloat16* xr = x.data() + static_cast<size_t>(r) * n;
     double sum = 0.0, sq = 0.0;
-    for (int j = 0; j < n; ++j) sum += bf16_to_float(xr[j]);
+    for (int j = 0; j < n; ++j) sum += __bfloat162float(xr[j]);
     const double mean = sum / n;
-    for (int j = 0; j < n; ++j) sq += (bf16_to_float(xr[j]) - mean) * (bf16_to_float(xr[j]) - mean);
+    for (int j = 0; j < n; ++j) {
+      const double d = __bfloat162float(xr[j]) - mean;
+      sq += d * d;
+    }
     const double rstd = 1.0 / std::sqrt(sq / n + 1e-5);
     for (int j = 0; j < n; ++j) {
-      const double ref = (bf16_to_float(xr[j]) - mean) * rstd * bf16_to_float(w[j]) +
-                         bf16_to_float(b[j]);
-      const double got = bf16_to_float(out[static_cast<size_t>(r) * n + j]);
+      const double ref = (__bfloat162float(xr[j]) - mean) * rstd * __bfloat162float(w[j]) +
+                         __bfloat162float(b[j]);
+      const double got = __bfloat162float(out[static_cast<size_t>(r) * n + j]);
       const double e = std::isnan(got) ? INFINITY : std::fabs(got - ref);
       worst = std::max(worst, e);
     }
@@ -303,45 +304,56 @@ double max_error(const Buffers& buf, int rows, int n, cudaStream_t s) {
   return worst;
 }
 
+// One probe kernel: its form and shape, as a type.
 template <Form kForm, int kItems, int kLastThreads>
-bool check_and_time(const char* name, const Buffers& buf, cudaStream_t s, bool time_it) {
-  constexpr int n = (kThreads * (kItems - 1) + kLastThreads) * kGroup;
-  const Args args = {buf.x, buf.w, buf.b, buf.out, 1e-5f};
-  auto kernel = layer_probe<kForm, kItems, kLastThreads>;
-  bool ok = true;
-  if (!time_it) {
-    constexpr int kRows = 32;
-    CK(cudaMemsetAsync(buf.out, 0xff, size_t{kRows} * n * 2, s));  // NaN: unwritten shows
-    launch_pdl(kernel, kRows, kThreads, 0, s, args);
-    const double err = max_error(buf, kRows, n, s);
-    // |y| < 2 here (x in [1.5, 2.5), w and b in [-0.5, 0.5)): two bf16 ulps are 2^-6.
-    ok = err <= 0.0157;
-    std::printf("  %-9s N = %5d  max |error| %.4g %s\n", name, n, err, ok ? "" : "FAILED");
-    return ok;
-  }
-  std::printf("  %-9s N = %5d", name, n);
-  for (int rows : {1, 32}) {
-    const float us = captured_us(
-        [&](cudaStream_t st) { launch_pdl(kernel, rows, kThreads, 0, st, args); }, s, 200);
-    std::printf("  M = %2d %.3f", rows, us);
-  }
-  std::printf(" us\n");
+struct Probe {
+  static constexpr int n = (kThreads * (kItems - 1) + kLastThreads) * kGroup;
+  static constexpr auto kernel = layer_probe<kForm, kItems, kLastThreads>;
+};
+
+// Calls visit(Probe<...>{}, name) for every probe kernel, in the order of the output (each one:
+// `&`, not `&&`); true if every call returned true.
+template <class Visit>
+bool for_each_probe(Visit visit) {
+  return (visit(Probe<Form::kTwoPass, 3, 128>{}, "two_pass") &
+          visit(Probe<Form::kPairs, 3, 128>{}, "pairs") &
+          visit(Probe<Form::kPairsCounted, 3, 128>{}, "counted") &
+          visit(Probe<Form::kTwoPass, 3, 96>{}, "two_pass") &
+          visit(Probe<Form::kPairsCounted, 3, 96>{}, "counted") &
+          visit(Probe<Form::kTwoPass, 3, 256>{}, "two_pass") &
+          visit(Probe<Form::kOnePass, 3, 256>{}, "one_pass") &
+          visit(Probe<Form::kPairs, 3, 256>{}, "pairs") &
+          visit(Probe<Form::kTwoPass, 2, 256>{}, "two_pass") &
+          visit(Probe<Form::kOnePass, 2, 256>{}, "one_pass")) != 0;
+}
+
+Args args_of(const Buffers& buf) { return {buf.x, buf.w, buf.b, buf.out, 1e-5f}; }
+
+// 32 rows against the float64 reference, the output NaN-poisoned first.
+template <class P>
+bool check_probe(P, const char* name, const Buffers& buf, cudaStream_t s) {
+  constexpr int kRows = 32;
+  CK(cudaMemsetAsync(buf.out, 0xff, size_t{kRows} * P::n * 2, s));
+  launch_pdl(P::kernel, kRows, kThreads, 0, s, args_of(buf));
+  const double err = max_error(buf, kRows, P::n, s);
+  // |y| < 2 here (x in [1.5, 2.5), w and b in [-0.5, 0.5)): two bf16 ulps are 2^-6.
+  const bool ok = err <= 0.0157;
+  std::printf("  %-9s N = %5d  max |error| %.4g %s\n", name, P::n, err, ok ? "" : "FAILED");
   return ok;
 }
 
-bool all_forms(const Buffers& buf, cudaStream_t s, bool time_it) {
-  bool ok = true;
-  ok &= check_and_time<Form::kTwoPass, 3, 128>("two_pass", buf, s, time_it);
-  ok &= check_and_time<Form::kPairs, 3, 128>("pairs", buf, s, time_it);
-  ok &= check_and_time<Form::kPairsCounted, 3, 128>("counted", buf, s, time_it);
-  ok &= check_and_time<Form::kTwoPass, 3, 96>("two_pass", buf, s, time_it);
-  ok &= check_and_time<Form::kPairsCounted, 3, 96>("counted", buf, s, time_it);
-  ok &= check_and_time<Form::kTwoPass, 3, 256>("two_pass", buf, s, time_it);
-  ok &= check_and_time<Form::kOnePass, 3, 256>("one_pass", buf, s, time_it);
-  ok &= check_and_time<Form::kPairs, 3, 256>("pairs", buf, s, time_it);
-  ok &= check_and_time<Form::kTwoPass, 2, 256>("two_pass", buf, s, time_it);
-  ok &= check_and_time<Form::kOnePass, 2, 256>("one_pass", buf, s, time_it);
-  return ok;
+// Graph replay at M = 1 and 32.
+template <class P>
+bool time_probe(P, const char* name, const Buffers& buf, cudaStream_t s) {
+  std::printf("  %-9s N = %5d", name, P::n);
+  for (int rows : {1, 32}) {
+    const float us = captured_us(
+        [&](cudaStream_t st) { launch_pdl(P::kernel, rows, kThreads, 0, st, args_of(buf)); }, s,
+        200);
+    std::printf("  M = %2d %.3f", rows, us);
+  }
+  std::printf(" us\n");
+  return true;
 }
 
 }  // namespace
@@ -354,7 +366,8 @@ int main() {
   CK(cudaMalloc(&buf.w, kMaxN * 2));
   CK(cudaMalloc(&buf.b, kMaxN * 2));
   CK(cudaMalloc(&buf.out, count * 2));
-  // Rows of values in [-0.5, 0.5) about a mean of 2 (so that the centring matters).
+  // Rows of values in [1.5, 2.5) (a mean of 2, so that the centring matters); w and b in
+  // [-0.5, 0.5).
   std::vector<__nv_bfloat16> h = random_bf16(count + 2 * kMaxN);
   for (size_t i = 0; i < count; ++i) h[i] = __float2bfloat16(__bfloat162float(h[i]) + 2.0f);
   CK(cudaMemcpy(buf.x, h.data(), count * 2, cudaMemcpyHostToDevice));
@@ -364,10 +377,12 @@ int main() {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   print_replay_header();
   std::printf("check against float64 (32 rows)\n");
-  if (!all_forms(buf, s, false)) return 1;
+  if (!for_each_probe([&](auto p, const char* name) { return check_probe(p, name, buf, s); })) {
+    return 1;
+  }
   for (int round = 0; round < 3; ++round) {
     std::printf("round %d\n", round + 1);
-    all_forms(buf, s, true);
+    for_each_probe([&](auto p, const char* name) { return time_probe(p, name, buf, s); });
   }
   return 0;
 }
