@@ -2,6 +2,7 @@
 // combination, odd and large N, M in {0, 1, 3, 257}, strided rows, unaligned base pointers,
 // rank-3 and 1-D views, and each option; and RMSNorm's product order, bit for bit in float32.
 // Outputs are poisoned with NaN before every call.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -135,6 +136,38 @@ TEST_P(NormValues, Options) {
         expect_case(c);
         c.has_weight = true;
       }
+    }
+  }
+}
+
+// LayerNorm rows whose spread lies in their first group: values of 1000 (of either sign) in the
+// first eight columns, the rest normal. The worst rows for a variance taken about the first
+// group's mean (the GPU's 16-bit outputs on rows that are not 2^k whole groups: norm_moments.cuh's
+// ShiftedMoments), which cancels there by up to (N / 8) x 2^-24 x log2(N) of itself, and a plain
+// case for the others.
+TEST_P(NormValues, LayerNormSpreadInTheFirstGroup) {
+  if (!is_layer(op())) GTEST_SKIP() << "LayerNorm's moments";
+  uint32_t seed = 2500;
+  const NormFill first_group_outliers = [](const std::string& name, RowBuffer& b,
+                                           std::mt19937& rng) {
+    b.fill_random(rng, 1.0, 0.0);
+    if (name != "x") return;
+    for (int64_t r = 0; r < b.rows(); ++r) {
+      for (int64_t col = 0; col < std::min<int64_t>(8, b.cols()); ++col) {
+        b.set(r, col, (r + col) % 3 == 0 ? -1000.0 : 1000.0);
+      }
+    }
+  };
+  for (NormCase c : dtype_combinations()) {
+    for (int64_t n : {768, 2304, 5120, 5125, 12288, 16384}) {
+      c.rows = 3;
+      c.cols = n;
+      c.seed = seed++;
+      c.stats = true;
+      SCOPED_TRACE(c.name());
+      NormRun before;
+      const NormRun run = run_norm_case(c, backend(), &before, first_group_outliers);
+      EXPECT_TRUE(check_norm_run(c, before, run));
     }
   }
 }

@@ -182,6 +182,31 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch,
   return warp_sum<kWarp>(v, threads_per_row < kWarp ? threads_per_row : kWarp);
 }
 
+// Two sums at once (LayerNorm's shifted moments, norm_moments.cuh): row_sum of `a` and of `b`,
+// each folded in row_sum's order (so each is row_sum's bits), behind one publish and one barrier
+// where row_sum twice would wait on two. Every warp folds (no kFoldOnceWarps branch: the same
+// order, hence the same bits). Scratch as row_sum's, one buffer per value.
+struct SumPair {
+  float a;
+  float b;
+};
+
+template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
+FUSEKIT_DEVICE SumPair row_sum_pair(float a, float b, int threads_per_row, float* scratch_a,
+                                    float* scratch_b, const Publish& publish = {}) {
+  if (threads_per_row > kWarp) {
+    publish(scratch_a, a, scratch_b, b);
+    const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) +
+                       static_cast<int>(threadIdx.x) % kWarp;
+    const int warps = threads_per_row / kWarp;
+    a = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_a + column, warps);
+    b = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_b + column, warps);
+    return {warp_sum<kWarp>(a, kWarp), warp_sum<kWarp>(b, kWarp)};
+  }
+  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
+  return {warp_sum<kWarp>(a, lanes), warp_sum<kWarp>(b, lanes)};
+}
+
 // The sum of a set of values and the sum of their squared deviations from its mean (m2).
 struct SumM2 {
   float sum;

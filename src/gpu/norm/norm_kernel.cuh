@@ -177,7 +177,26 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   // Per group, then across the thread's groups, as trees (absent groups are zeros).
   float part[kItems];
   float mean = 0.0f;
-  float total;
+  float total = 0.0f;
+  [[maybe_unused]] float shifted_variance = 0.0f;  // Moments::kShifted's variance
+  // The shift of ShiftedMoments (norm_moments.cuh): the mean of the row's first min(G, n) values
+  // of h, loaded element by element by every thread (the same bits in each; the row may lie at
+  // any alignment).
+  [[maybe_unused]] auto row_shift = [&] {
+    using Group = Packed<TX, G>;
+    const Group x0 = load_group_elements<TX, G>(
+        static_cast<const TX*>(a.x) + row_offset<K, RowTensor::kX>(a, row), 0, n);
+    float v[G];
+    to_floats(x0, v);
+    if constexpr (K::kAdd) {
+      const Packed<TR, G> r0 = load_group_elements<TR, G>(
+          static_cast<const TR*>(a.residual) + row_offset<K, RowTensor::kResidual>(a, row), 0,
+          n);
+#pragma unroll
+      for (int e = 0; e < G; ++e) v[e] = round_to<TR>(v[e] + element_float(r0, e));
+    }
+    return tree_sum(v) / static_cast<float>(n < G ? n : G);
+  };
   if constexpr (K::kLayer) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -227,6 +246,26 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       const SumM2 row_moments = moments.reduce(group[0], moments.groups, inv_n);
       mean = row_moments.sum * inv_n + 0.0f;  // the default's sum / n, bit for bit
       total = row_moments.m2;
+    } else if constexpr (Moments::kShifted) {
+      const float shift = active ? row_shift() : 0.0f;
+      float shifted[kItems], squares[kItems];
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int col = first_col + (t + i * tpr) * G;
+        float d[G], d2[G];
+#pragma unroll
+        for (int e = 0; e < G; ++e) {
+          d[e] = in_row(i, col, e) ? element_float(h[i], e) - shift : 0.0f;
+          d2[e] = mul_unfused(d[e], d[e]);  // unfused: as squares_about says
+        }
+        shifted[i] = tree_sum(d);
+        squares[i] = tree_sum(d2);
+      }
+      if constexpr (kPackedRow) repack();
+      const SumPair sums = moments.reduce(tree_sum(shifted), tree_sum(squares));
+      const float shifted_mean = over_n(sums.a);
+      mean = shift + shifted_mean + 0.0f;  // + 0.0f: as the default's
+      shifted_variance = fmaxf(over_n(sums.b) - mul_unfused(shifted_mean, shifted_mean), 0.0f);
     } else {
       if constexpr (kPackedRow) repack();
       // + 0.0f turns a -0 sum into +0, so that the sign of a zero mean (an all -0 row) does not
@@ -268,7 +307,8 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       total = reduce(thread_squares, 0);
     }
   }
-  const float rstd = rsqrtf(over_n(total) + a.eps);
+  const float variance = Moments::kShifted ? shifted_variance : over_n(total);
+  const float rstd = rsqrtf(variance + a.eps);
   // RMSNorm: a 16-bit row waits for its outputs packed, as loaded, rather than as the floats its
   // sum of squares unpacked (twice the registers: rms_norm bf16 spilled on the registers and
   // cluster paths); so does LayerNorm at more than four groups per thread (five: 24

@@ -19,12 +19,14 @@ namespace fusekit::gpu {
 struct NoSliceMoments {
   static constexpr bool kUsed = false;
   static constexpr bool kTree = false;
+  static constexpr bool kShifted = false;
 };
 
 template <class SliceTotal, class Combine>
 struct SliceMoments {
   static constexpr bool kUsed = true;
   static constexpr bool kTree = false;
+  static constexpr bool kShifted = false;
   int slice_elems;  // elements of the row in this block's slice
   SliceTotal slice_total;
   Combine combine;
@@ -41,10 +43,29 @@ template <class ReduceMoments, bool kEmpty>
 struct TreeMoments {
   static constexpr bool kUsed = false;
   static constexpr bool kTree = true;
+  static constexpr bool kShifted = false;
   static constexpr bool kEmptyNodes = kEmpty;  // row_moments' (exact rows have none)
   int groups;    // the row's, a power of two
   int tpr_log2;  // log2 of the row's threads
   ReduceMoments reduce;
+};
+
+// The registers path's for LayerNorm's 16-bit outputs on rows that the default would reduce twice
+// (norm_registers_kernel says which): the row's sums of h - K and of (h - K)^2 in one reduction of
+// plain sums, `reduce(s, q)` (row_sum_pair), K the mean of the row's first min(G, N) values of h,
+// which every thread forms the same way; mean = K + s / n, var = q / n - (s / n)^2. No merges, so
+// no counts, whatever the row's last slot holds: one barrier and one chain of shuffles where the
+// default waits on two. The shift bounds the cancellation: (K - mean)^2 <= (N / G) var (Cauchy-
+// Schwarz over the first group), so var loses at most about (N / G) log2(N) 2^-24 of itself, in a
+// row whose spread lies in its first group (1-2e-4 of the rstd at N = 5120-16384 in a float32
+// model, bench/NOTES.md): inside a 16-bit output's rounding, not a float32 one's, so float32
+// outputs keep the default.
+template <class ReducePair>
+struct ShiftedMoments {
+  static constexpr bool kUsed = false;
+  static constexpr bool kTree = false;
+  static constexpr bool kShifted = true;
+  ReducePair reduce;
 };
 
 // The mean that a slice of `elems` elements summing to `sum` centres its squares on; every block

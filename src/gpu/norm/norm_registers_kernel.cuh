@@ -319,12 +319,21 @@ __global__ void __launch_bounds__(
   };
   constexpr bool kTreeMoments =
       K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);
+  // LayerNorm's other rows with a 16-bit output: one reduction of two plain sums about a shift
+  // (ShiftedMoments, norm_moments.cuh); float32 outputs keep the default's two reductions.
+  constexpr bool kShiftedMoments = K::kLayer && !kTreeMoments && sizeof(typename K::TX) == 2;
+  auto reduce_shifted = [&](float s, float q) {
+    return row_sum_pair<K::kWarp, K::kMaxWarpsPerRow>(s, q, tpr, scratch[0], second_scratch,
+                                                      publish(0));
+  };
   const auto moments = [&] {
     if constexpr (kTreeMoments) {
       return TreeMoments<decltype(reduce_moments), kFit != RowFit::kExact>{
           kFit == RowFit::kExact ? tpr * kItems : static_cast<int>(a.cols) / K::kGroup,
           kFixed ? log2_of_power_of_two(kThreadsPerRow) : a.threads_per_row_log2,
           reduce_moments};
+    } else if constexpr (kShiftedMoments) {
+      return ShiftedMoments<decltype(reduce_shifted)>{reduce_shifted};
     } else {
       return NoSliceMoments{};
     }
