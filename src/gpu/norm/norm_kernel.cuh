@@ -25,8 +25,10 @@
 //
 // Numerics. Sums in float32; LayerNorm never squares about zero: each group's squares are taken
 // about its own mean and merged pairwise up the row's tree (TreeMoments, for rows of a power-of-two
-// number of whole groups: one reduction), or about the row's mean once a first reduction has it
-// (other rows: two). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
+// number of whole groups: one reduction); other rows with a 16-bit output take theirs about the
+// mean of the row's first group, as plain sums beside the sum (ShiftedMoments: one reduction, a
+// bounded cancellation), and float32 outputs about the row's mean once a first reduction has it
+// (two). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
 //
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
 // out's dtype is quantized instead, as core/fp8.h says: by a static scale (read beside the row's
