@@ -145,10 +145,14 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
     }
   };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
-  // the reductions, so that the stores are under way while the row is reduced.
+  // the reductions, so that the stores are under way while the row is reduced; but for the row's
+  // first group under ShiftedMoments, whose x and residual every thread of the row reads for its
+  // shift (row_shift): residual_out may be the residual (the in-place form), so that group is
+  // stored once the reduction has every thread's shift behind it (store_first_group).
+  [[maybe_unused]] TR* r_out = nullptr;
+  [[maybe_unused]] const bool holds_first_group = first_col + t * G == 0;
   if constexpr (K::kAdd) {
-    TR* r_out = static_cast<TR*>(a.residual_out) +
-                 row_offset<K, RowTensor::kResidualOut>(a, row);
+    r_out = static_cast<TR*>(a.residual_out) + row_offset<K, RowTensor::kResidualOut>(a, row);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       float v[G];
@@ -157,7 +161,8 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       h[i] = pack_floats<TR>(v);
       to_floats(h[i], v);
       const int col = first_col + (t + i * tpr) * G;
-      if (active && writes_outputs && in_row(i, col, 0)) {
+      const bool deferred = Moments::kShifted && i == 0 && holds_first_group;
+      if (active && writes_outputs && in_row(i, col, 0) && !deferred) {
         store_item<K, TR>(r_out, col, n, v, vector_item(i));
       }
     }
@@ -265,6 +270,13 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       }
       if constexpr (kPackedRow) repack();
       const SumPair sums = moments.reduce(tree_sum(shifted), tree_sum(squares));
+      if constexpr (K::kAdd) {  // store_first_group: every shift is formed by now
+        if (active && writes_outputs && holds_first_group) {
+          float v[G];
+          to_floats(h[0], v);
+          store_item<K, TR>(r_out, 0, n, v, vector_item(0));
+        }
+      }
       const float shifted_mean = over_n(sums.a);
       mean = shift + shifted_mean + 0.0f;  // + 0.0f: as the default's
       shifted_variance = fmaxf(over_n(sums.b) - mul_unfused(shifted_mean, shifted_mean), 0.0f);
