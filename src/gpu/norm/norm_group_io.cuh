@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "gpu/common/reduce.cuh"
 #include "gpu/common/vec_io.cuh"
 #include "gpu/norm/norm_fp8_output.cuh"
 #include "gpu/norm/norm_kernel_args.cuh"
@@ -220,6 +221,31 @@ FUSEKIT_DEVICE void load_row_item(const typename K::TX* x_row, const typename K:
     x = filled_group<typename K::TX, K::kGroup>(0.0f);
     h = filled_group<typename K::TR, K::kGroup>(0.0f);
   }
+}
+
+// A row's first group: one vector access where the kernel's rows are aligned, else element by
+// element (not load_unaligned_group, whose paths cost the kernels of unaligned rows registers).
+template <class K, typename T>
+FUSEKIT_DEVICE Packed<T, K::kGroup> first_group(const T* row, int n) {
+  if constexpr (K::kLoad == K::kGroup) return load_group<T, K::kGroup, K::kLoad>(row, 0, n);
+  return load_group_elements<T, K::kGroup>(row, 0, n);
+}
+
+// ShiftedMoments' shift (norm_moments.cuh): the mean of the row's first min(G, n) values of h =
+// x, or round_to<TR>(x + residual) when adding, which every thread of the row forms the same way
+// (the same bits in each, whatever the access width). Called beside the row's loads, before any
+// store of the row: the in-place fused add writes residual_out over the residual.
+template <class K>
+FUSEKIT_DEVICE float row_shift(const typename K::TX* x_row, const typename K::TR* r_row, int n) {
+  constexpr int G = K::kGroup;
+  float v[G];
+  to_floats(first_group<K>(x_row, n), v);
+  if constexpr (K::kAdd) {
+    const Packed<typename K::TR, G> r = first_group<K>(r_row, n);
+#pragma unroll
+    for (int e = 0; e < G; ++e) v[e] = round_to<typename K::TR>(v[e] + element_float(r, e));
+  }
+  return tree_sum(v) / static_cast<float>(n < G ? n : G);
 }
 
 // The group at `col` of the weight, packed, or ones where there is none (exact in every float

@@ -147,8 +147,8 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
   // the reductions, so that the stores are under way while the row is reduced; but for the row's
   // first group under ShiftedMoments, whose x and residual every thread of the row reads for its
-  // shift (row_shift): residual_out may be the residual (the in-place form), so that group is
-  // stored once the reduction has every thread's shift behind it (store_first_group).
+  // shift (row_shift, beside its row's loads): residual_out may be the residual (the in-place
+  // form), so that group is stored once the reduction has every thread's shift behind it.
   [[maybe_unused]] TR* r_out = nullptr;
   [[maybe_unused]] const bool holds_first_group = first_col + t * G == 0;
   if constexpr (K::kAdd) {
@@ -186,24 +186,6 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   float mean = 0.0f;
   float total = 0.0f;
   [[maybe_unused]] float shifted_variance = 0.0f;  // Moments::kShifted's variance
-  // The shift of ShiftedMoments (norm_moments.cuh): the mean of the row's first min(G, n) values
-  // of h, loaded element by element by every thread (the same bits in each; the row may lie at
-  // any alignment).
-  [[maybe_unused]] auto row_shift = [&] {
-    using Group = Packed<TX, G>;
-    const Group x0 = load_group_elements<TX, G>(
-        static_cast<const TX*>(a.x) + row_offset<K, RowTensor::kX>(a, row), 0, n);
-    float v[G];
-    to_floats(x0, v);
-    if constexpr (K::kAdd) {
-      const Packed<TR, G> r0 = load_group_elements<TR, G>(
-          static_cast<const TR*>(a.residual) + row_offset<K, RowTensor::kResidual>(a, row), 0,
-          n);
-#pragma unroll
-      for (int e = 0; e < G; ++e) v[e] = round_to<TR>(v[e] + element_float(r0, e));
-    }
-    return tree_sum(v) / static_cast<float>(n < G ? n : G);
-  };
   if constexpr (K::kLayer) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -254,7 +236,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       mean = row_moments.sum * inv_n + 0.0f;  // the default's sum / n, bit for bit
       total = row_moments.m2;
     } else if constexpr (Moments::kShifted) {
-      const float shift = active ? row_shift() : 0.0f;
+      const float shift = moments.shift;  // 0 where inactive
       float shifted[kItems], squares[kItems];
 #pragma unroll
       for (int i = 0; i < kItems; ++i) {

@@ -60,12 +60,17 @@ struct TreeMoments {
 // row whose spread lies in its first group (1-2e-4 of the rstd at N = 5120-16384 in a float32
 // model, bench/NOTES.md): inside a 16-bit output's rounding, not a float32 one's, so float32
 // outputs keep the default.
+// `shift` is the row's K, set by the kernel that loads the row (row_shift, norm_group_io.cuh),
+// whose loads it issues beside the row's: formed inside finish_row, the in-place fused add's
+// loads of the residual waited behind its stores of residual_out, one more round trip to L2 on
+// every row's path (one-row calls 0.25 us slower, cold M = 2048 up to 7%: bench/NOTES.md).
 template <class ReducePair>
 struct ShiftedMoments {
   static constexpr bool kUsed = false;
   static constexpr bool kTree = false;
   static constexpr bool kShifted = true;
   ReducePair reduce;
+  float shift = 0.0f;
 };
 
 // The mean that a slice of `elems` elements summing to `sum` centres its squares on; every block

@@ -111,6 +111,11 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       }
     }
   }
+  // ShiftedMoments' shift, its loads issued beside the row's (row_shift says why there).
+  auto this_row_moments = moments;
+  if constexpr (Moments::kShifted) {
+    this_row_moments.shift = active ? row_shift<K>(x_row, r_row, n) : 0.0f;
+  }
   // kWeightAfterSquares: finish_row's hook after the squares, given their sum. The loads are
   // guarded by that sum (known_once), else ptxas hoists them up beside the row's; the warp
   // barrier after them (issue_memory_accesses_here) keeps them before the reduction's first store
@@ -175,7 +180,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // groups (8-32 bytes spilled).
   finish_row<K, kFit, kForm, kPackedRow, kRowOfThreadItems>(
       a, row, active, t, tpr, first_col, items, x, h, affine, reduce, reduce_max, writes_stats,
-      static_scale, moments, writes_outputs, max_rule, weight_loads);
+      static_scale, this_row_moments, writes_outputs, max_rule, weight_loads);
 }
 
 // LayerNorm's kernels of shared and split rows (NormConfig::output_parts, split_blocks) hold the
