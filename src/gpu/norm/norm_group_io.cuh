@@ -231,20 +231,14 @@ FUSEKIT_DEVICE Packed<T, K::kGroup> first_group(const T* row, int n) {
   return load_group_elements<T, K::kGroup>(row, 0, n);
 }
 
-// ShiftedMoments' shift (norm_moments.cuh): the mean of the row's first min(G, n) values of h =
-// x, or round_to<TR>(x + residual) when adding, which every thread of the row forms the same way
-// (the same bits in each, whatever the access width). Called beside the row's loads, before any
-// store of the row: the in-place fused add writes residual_out over the residual.
+// ShiftedMoments' shift (norm_moments.cuh): the mean of the row's first min(G, n) values, which
+// every thread of the row forms the same way (the same bits in each, whatever the access width).
 template <class K>
-FUSEKIT_DEVICE float row_shift(const typename K::TX* x_row, const typename K::TR* r_row, int n) {
+FUSEKIT_DEVICE float row_shift(const typename K::TX* x_row, int n) {
+  static_assert(!K::kAdd, "the shifted moments are layer_norm's alone (norm_moments.cuh)");
   constexpr int G = K::kGroup;
   float v[G];
   to_floats(first_group<K>(x_row, n), v);
-  if constexpr (K::kAdd) {
-    const Packed<typename K::TR, G> r = first_group<K>(r_row, n);
-#pragma unroll
-    for (int e = 0; e < G; ++e) v[e] = round_to<typename K::TR>(v[e] + element_float(r, e));
-  }
   return tree_sum(v) / static_cast<float>(n < G ? n : G);
 }
 

@@ -25,10 +25,10 @@
 //
 // Numerics. Sums in float32; LayerNorm never squares about zero: each group's squares are taken
 // about its own mean and merged pairwise up the row's tree (TreeMoments, for rows of a power-of-two
-// number of whole groups: one reduction); other rows with a 16-bit output take theirs about the
-// mean of the row's first group, as plain sums beside the sum (ShiftedMoments: one reduction, a
-// bounded cancellation), and float32 outputs about the row's mean once a first reduction has it
-// (two). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
+// number of whole groups: one reduction); layer_norm's other rows with a 16-bit output take theirs
+// about the mean of the row's first group, as plain sums beside the sum (ShiftedMoments: one
+// reduction, a bounded cancellation), and the rest about the row's mean once a first reduction has
+// it (two). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
 //
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
 // out's dtype is quantized instead, as core/fp8.h says: by a static scale (read beside the row's
@@ -145,14 +145,10 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
     }
   };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
-  // the reductions, so that the stores are under way while the row is reduced; but for the row's
-  // first group under ShiftedMoments, whose x and residual every thread of the row reads for its
-  // shift (row_shift, beside its row's loads): residual_out may be the residual (the in-place
-  // form), so that group is stored once the reduction has every thread's shift behind it.
-  [[maybe_unused]] TR* r_out = nullptr;
-  [[maybe_unused]] const bool holds_first_group = first_col + t * G == 0;
+  // the reductions, so that the stores are under way while the row is reduced.
   if constexpr (K::kAdd) {
-    r_out = static_cast<TR*>(a.residual_out) + row_offset<K, RowTensor::kResidualOut>(a, row);
+    TR* r_out = static_cast<TR*>(a.residual_out) +
+                 row_offset<K, RowTensor::kResidualOut>(a, row);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       float v[G];
@@ -161,8 +157,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       h[i] = pack_floats<TR>(v);
       to_floats(h[i], v);
       const int col = first_col + (t + i * tpr) * G;
-      const bool deferred = Moments::kShifted && i == 0 && holds_first_group;
-      if (active && writes_outputs && in_row(i, col, 0) && !deferred) {
+      if (active && writes_outputs && in_row(i, col, 0)) {
         store_item<K, TR>(r_out, col, n, v, vector_item(i));
       }
     }
@@ -252,13 +247,6 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       }
       if constexpr (kPackedRow) repack();
       const SumPair sums = moments.reduce(tree_sum(shifted), tree_sum(squares));
-      if constexpr (K::kAdd) {  // store_first_group: every shift is formed by now
-        if (active && writes_outputs && holds_first_group) {
-          float v[G];
-          to_floats(h[0], v);
-          store_item<K, TR>(r_out, 0, n, v, vector_item(0));
-        }
-      }
       const float shifted_mean = over_n(sums.a);
       mean = shift + shifted_mean + 0.0f;  // + 0.0f: as the default's
       shifted_variance = fmaxf(over_n(sums.b) - mul_unfused(shifted_mean, shifted_mean), 0.0f);

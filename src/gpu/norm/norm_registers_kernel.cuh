@@ -114,7 +114,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // ShiftedMoments' shift, its loads issued beside the row's (row_shift says why there).
   auto this_row_moments = moments;
   if constexpr (Moments::kShifted) {
-    this_row_moments.shift = active ? row_shift<K>(x_row, r_row, n) : 0.0f;
+    this_row_moments.shift = active ? row_shift<K>(x_row, n) : 0.0f;
   }
   // kWeightAfterSquares: finish_row's hook after the squares, given their sum. The loads are
   // guarded by that sum (known_once), else ptxas hoists them up beside the row's; the warp
@@ -324,9 +324,10 @@ __global__ void __launch_bounds__(
   };
   constexpr bool kTreeMoments =
       K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);
-  // LayerNorm's other rows with a 16-bit output: one reduction of two plain sums about a shift
-  // (ShiftedMoments, norm_moments.cuh); float32 outputs keep the default's two reductions.
-  constexpr bool kShiftedMoments = K::kLayer && !kTreeMoments && sizeof(typename K::TX) == 2;
+  // layer_norm's other rows with a 16-bit output: one reduction of two plain sums about a shift
+  // (ShiftedMoments, norm_moments.cuh); float32 outputs and the fused add keep the default's two.
+  constexpr bool kShiftedMoments =
+      K::kLayer && !K::kAdd && !kTreeMoments && sizeof(typename K::TX) == 2;
   auto reduce_shifted = [&](float s, float q) {
     return row_sum_pair<K::kWarp, K::kMaxWarpsPerRow>(s, q, tpr, scratch[0], second_scratch,
                                                       publish(0));
