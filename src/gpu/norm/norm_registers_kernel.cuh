@@ -111,7 +111,8 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
       }
     }
   }
-  // ShiftedMoments' shift, its loads issued beside the row's (row_shift says why there).
+  // ShiftedMoments' shift, its load issued beside the row's: formed inside finish_row it came
+  // after the row's values were unpacked, late on a cold row's path (bench/NOTES.md).
   auto this_row_moments = moments;
   if constexpr (Moments::kShifted) {
     this_row_moments.shift = active ? row_shift<K>(x_row, n) : 0.0f;
