@@ -233,13 +233,24 @@ FUSEKIT_DEVICE Packed<T, K::kGroup> first_group(const T* row, int n) {
 
 // ShiftedMoments' shift (norm_moments.cuh): the mean of the row's first min(G, n) values, which
 // every thread of the row forms the same way (the same bits in each, whatever the access width).
-template <class K>
+// Where kFit says every group is whole and moves as one access, the row holds at least one group:
+// one vector load with no test of n, and a product by 1 / G (a power of two, so the quotient's
+// bits) in place of the division and its slow-path check.
+template <class K, RowFit kFit>
 FUSEKIT_DEVICE float row_shift(const typename K::TX* x_row, int n) {
   static_assert(!K::kAdd, "the shifted moments are layer_norm's alone (norm_moments.cuh)");
   constexpr int G = K::kGroup;
+  static_assert((G & (G - 1)) == 0, "a group of a power-of-two size");
   float v[G];
-  to_floats(first_group<K>(x_row, n), v);
-  return tree_sum(v) / static_cast<float>(n < G ? n : G);
+  if constexpr (kFit != RowFit::kAny && K::kLoad == G) {
+    Packed<typename K::TX, G> first;
+    first.load(x_row);
+    to_floats(first, v);
+    return tree_sum(v) * (1.0f / G);
+  } else {
+    to_floats(first_group<K>(x_row, n), v);
+    return tree_sum(v) / static_cast<float>(n < G ? n : G);
+  }
 }
 
 // The group at `col` of the weight, packed, or ones where there is none (exact in every float

@@ -86,6 +86,12 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
     return bias != nullptr ? load_item<K>(bias, col, n, vector_item(i))
                            : filled_group<TW, G>(0.0f);
   };
+  // ShiftedMoments' shift, its load issued ahead of the row's: every sum waits on it, and behind
+  // the loads of a row whose last slot is partial (a branch) it came last (bench/NOTES.md).
+  auto this_row_moments = moments;
+  if constexpr (Moments::kShifted) {
+    this_row_moments.shift = active ? row_shift<K, kFit>(x_row, n) : 0.0f;
+  }
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = first_col + (t + i * tpr) * G;
@@ -110,12 +116,6 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
         if constexpr (K::kLayer) b[i] = bias_item(i, weight_col);
       }
     }
-  }
-  // ShiftedMoments' shift, its load issued beside the row's: formed inside finish_row it came
-  // after the row's values were unpacked, late on a cold row's path (bench/NOTES.md).
-  auto this_row_moments = moments;
-  if constexpr (Moments::kShifted) {
-    this_row_moments.shift = active ? row_shift<K>(x_row, n) : 0.0f;
   }
   // kWeightAfterSquares: finish_row's hook after the squares, given their sum. The loads are
   // guarded by that sum (known_once), else ptxas hoists them up beside the row's; the warp
