@@ -3,8 +3,11 @@
 // rank-3 and 1-D views, and each option; and RMSNorm's product order, bit for bit in float32.
 // Outputs are poisoned with NaN before every call.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -258,6 +261,105 @@ TEST_P(NormValues, RmsNormWeighsBeforeItScales) {
         }
       }
       EXPECT_EQ(mismatches, 0);
+    }
+  }
+}
+
+// The fused add's h = x + residual, rounded to the residual's dtype, bit for bit against the sum
+// of the two as floats rounded once (what every backend promises; the GPU adds 16-bit pairs as
+// such, platform.h): halfway cases rounding to even, up and down, sums past the largest finite
+// value, subnormal sums, signed zeros, infinities and NaN, each pair both ways round, in rows and
+// batches of each GPU path's kinds (bounds, exact groups, split rows, one row a block). Only
+// residual_out is checked: these rows' norms are infinities and NaN.
+TEST_P(NormValues, FusedAddRoundsEachSumOnce) {
+  if (!is_add(op())) GTEST_SKIP() << "the fused add only";
+  struct Format {
+    int digits;        // significand bits, the leading one included
+    int max_exponent;  // the largest finite value's
+    double max, min_normal, min_subnormal;
+  };
+  auto format_of = [](DType d) {
+    if (d == DType::kBFloat16) {
+      return Format{8, 127, std::ldexp(2.0 - std::ldexp(1.0, -7), 127), std::ldexp(1.0, -126),
+                    std::ldexp(1.0, -133)};
+    }
+    if (d == DType::kFloat16) {
+      return Format{11, 15, 65504.0, std::ldexp(1.0, -14), std::ldexp(1.0, -24)};
+    }
+    return Format{24, 127, std::numeric_limits<float>::max(), std::ldexp(1.0, -126),
+                  std::ldexp(1.0, -149)};
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  uint32_t seed = 5000;
+  for (NormCase c : dtype_combinations()) {
+    const Format f = format_of(c.x_dtype);
+    const double half_ulp_of_one = std::ldexp(1.0, -f.digits);
+    const double half_ulp_of_max = std::ldexp(1.0, f.max_exponent - f.digits);
+    const std::vector<std::pair<double, double>> pairs = {
+        {1.0, half_ulp_of_one},                                   // halfway: to even, down
+        {1.0 + 2 * half_ulp_of_one, half_ulp_of_one},             // halfway: to even, up
+        {1.0, half_ulp_of_one * (1.0 + 2 * half_ulp_of_one)},     // just past halfway
+        {1.0, -half_ulp_of_one / 2},                              // halfway below one
+        {1.0, std::ldexp(half_ulp_of_one, -12)},                  // far apart
+        {-1.0, -std::ldexp(half_ulp_of_one, -12)},
+        {f.max, f.max},                                           // overflow
+        {f.max, half_ulp_of_max},                                 // halfway past the max
+        {-f.max, -f.max},
+        {f.max, -f.max},
+        {f.min_subnormal, f.min_subnormal},                       // subnormal sums
+        {f.min_normal, -f.min_subnormal},
+        {3 * f.min_subnormal, -f.min_subnormal},
+        {-0.0, -0.0},                                             // signed zeros
+        {-0.0, 0.0},
+        {2.5, -2.5},
+        {inf, 1.0},
+        {inf, -inf},
+        {nan, 1.0},
+        {0.3, 0.7},
+    };
+    const int64_t kinds = static_cast<int64_t>(pairs.size());
+    const NormFill special_pairs = [&](const std::string& name, RowBuffer& b,
+                                       std::mt19937& rng) {
+      b.fill_random(rng, 1.0, 0.0);
+      if (name != "x" && name != "residual") return;
+      for (int64_t r = 0; r < b.rows(); ++r) {
+        for (int64_t col = 0; col < b.cols(); ++col) {
+          const int64_t k = (col + 7 * r) % (2 * kinds);  // each pair, then each swapped
+          const auto& pair = pairs[static_cast<size_t>(k % kinds)];
+          const bool first = (name == "x") == (k < kinds);
+          b.set(r, col, first ? pair.first : pair.second);
+        }
+      }
+    };
+    for (int64_t n : {40, 769, 5120, 16384}) {
+      for (int64_t m : {1, 3, 300}) {  // on the GPU: one-row, decode and batch kernels
+        c.rows = m;
+        c.cols = n;
+        c.seed = seed++;
+        SCOPED_TRACE(c.name());
+        NormRun before;
+        const NormRun run = run_norm_case(c, backend(), &before, special_pairs);
+        ASSERT_TRUE(run.status.ok()) << run.status.to_string();
+        const RowBuffer& h = is_in_place(op()) ? run.residual : run.residual_out;
+        int mismatches = 0;
+        for (int64_t r = 0; r < c.rows; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            const float a = static_cast<float>(before.x.get(r, j));
+            const float b = static_cast<float>(before.residual.get(r, j));
+            const double expected = round_to_dtype(a + b, c.residual_dtype);
+            const double got = h.get(r, j);
+            const bool same_sign = std::signbit(got) == std::signbit(expected);
+            const bool same =
+                std::isnan(expected) ? std::isnan(got) : got == expected && same_sign;
+            if (!same && mismatches++ < 5) {
+              ADD_FAILURE() << "row " << r << " column " << j << ": " << a << " + " << b
+                            << " gave " << got << ", expected " << expected;
+            }
+          }
+        }
+        EXPECT_EQ(mismatches, 0);
+      }
     }
   }
 }
