@@ -696,6 +696,33 @@ FUSEKIT_DEVICE uint32_t floats_to_half_pair_bits(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 #endif
 }
+// Two pairs of 16-bit floats added element by element (lo halves, hi halves), each sum rounded to
+// nearest even: one packed add on CUDA, the floats' sums rounded on HIP. The same bits either
+// way: the sum of two p-bit values rounded to float32 and then to p bits is the sum rounded once,
+// as 24 >= 2p + 2 (p = 8 for bfloat16, 11 for half).
+FUSEKIT_DEVICE uint32_t bf16_pair_sum_bits(uint32_t a, uint32_t b) {
+#if FUSEKIT_PLATFORM_HIP
+  return floats_to_bf16_pair_bits(__uint_as_float(a << 16) + __uint_as_float(b << 16),
+                                  __uint_as_float(a & 0xFFFF0000u) +
+                                      __uint_as_float(b & 0xFFFF0000u));
+#else
+  const __nv_bfloat162 sum = __hadd2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                     *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&sum);
+#endif
+}
+FUSEKIT_DEVICE uint32_t half_pair_sum_bits(uint32_t a, uint32_t b) {
+#if FUSEKIT_PLATFORM_HIP
+  return floats_to_half_pair_bits(
+      half_bits_to_float(static_cast<uint16_t>(a)) + half_bits_to_float(static_cast<uint16_t>(b)),
+      half_bits_to_float(static_cast<uint16_t>(a >> 16)) +
+          half_bits_to_float(static_cast<uint16_t>(b >> 16)));
+#else
+  const __half2 sum = __hadd2(*reinterpret_cast<const __half2*>(&a),
+                              *reinterpret_cast<const __half2*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&sum);
+#endif
+}
 
 }  // namespace fusekit::gpu
 

@@ -206,6 +206,25 @@ FUSEKIT_DEVICE Packed<T, kCount> pack_floats(const float (&v)[kCount]) {
   return p;
 }
 
+// x + r element by element for two groups of the same 16-bit type, each sum rounded to nearest
+// even: round_to<T>(float(x) + float(r)), bit for bit, by the platform's pairwise add
+// (platform.h), and still packed: one instruction a pair where the floats' sums take an unpack of
+// each input, an add and a pack, and the sum, stored, no unpack and pack again (bench/NOTES.md,
+// "The fused add's h by packed adds").
+template <typename T, int kCount>
+FUSEKIT_DEVICE Packed<T, kCount> pairwise_sum(const Packed<T, kCount>& x,
+                                              const Packed<T, kCount>& r) {
+  constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
+  static_assert((kBf16 || std::is_same_v<T, Half>) && kCount % 2 == 0, "pairs of 16-bit floats");
+  Packed<T, kCount> sum;
+#pragma unroll
+  for (int w = 0; w < kCount / 2; ++w) {
+    sum.words[w] = kBf16 ? bf16_pair_sum_bits(x.words[w], r.words[w])
+                         : half_pair_sum_bits(x.words[w], r.words[w]);
+  }
+  return sum;
+}
+
 // Loads elements [col, col + kGroup) of `row` as floats; elements at or past n become 0.
 template <typename T, int kGroup, int kLoad, typename Index>
 FUSEKIT_DEVICE void load_group(const T* row, Index col, Index n, float (&v)[kGroup]) {

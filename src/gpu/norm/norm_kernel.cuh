@@ -93,13 +93,15 @@ enum class OutputForm {
 // (norm_registers_kernel.cuh).
 // kRowOfThreadItems: the row is tpr x kItems groups, tpr a power of two known at compile time
 // (the registers kernel's exact rows of a fixed thread count), so its length is a constant.
+// kPairwiseAdd: the fused add's h by pairs of 16-bit values (pairwise_sum), where the kernel asks
+// for it (norm_registers_kernel.cuh says which do); the same bits either way.
 // `after_squares(v)` runs once RMSNorm's squares are summed over the thread's groups (v, the
 // thread's value for the reduction), before the reduction (not where kPFirst): where the
 // registers kernel issues the weight's loads in its decode kernels (normalize_row_slice says
 // why); nothing elsewhere (NothingAfterSquares).
 template <class K, RowFit kFit, OutputForm kForm, bool kPFirst, bool kPackedRow,
-          bool kRowOfThreadItems, int kItems, class Affine, class Reduce, class ReduceMax,
-          class StaticScale, class Moments, class MaxRule, class AfterSquares>
+          bool kRowOfThreadItems, bool kPairwiseAdd, int kItems, class Affine, class Reduce,
+          class ReduceMax, class StaticScale, class Moments, class MaxRule, class AfterSquares>
 FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool active, int t,
                                     int tpr, int first_col, int items,
                                     Packed<typename K::TX, K::kGroup> (&x)[kItems],
@@ -145,20 +147,31 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
     }
   };
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
-  // the reductions, so that the stores are under way while the row is reduced.
+  // the reductions, so that the stores are under way while the row is reduced. Where kPairwiseAdd
+  // asks for it and x and the residual are one 16-bit type, by pairs, packed (pairwise_sum: the
+  // same bits).
+  constexpr bool kPairwiseSum = kPairwiseAdd && std::is_same_v<TX, TR> && sizeof(TR) == 2;
   if constexpr (K::kAdd) {
     TR* r_out = static_cast<TR*>(a.residual_out) +
                  row_offset<K, RowTensor::kResidualOut>(a, row);
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
-      float v[G];
+      if constexpr (kPairwiseSum) {
+        h[i] = pairwise_sum(x[i], h[i]);
+        const int col = first_col + (t + i * tpr) * G;
+        if (active && writes_outputs && in_row(i, col, 0)) {
+          store_item<K, TR>(r_out, col, n, h[i], vector_item(i));
+        }
+      } else {
+        float v[G];
 #pragma unroll
-      for (int e = 0; e < G; ++e) v[e] = element_float(x[i], e) + element_float(h[i], e);
-      h[i] = pack_floats<TR>(v);
-      to_floats(h[i], v);
-      const int col = first_col + (t + i * tpr) * G;
-      if (active && writes_outputs && in_row(i, col, 0)) {
-        store_item<K, TR>(r_out, col, n, v, vector_item(i));
+        for (int e = 0; e < G; ++e) v[e] = element_float(x[i], e) + element_float(h[i], e);
+        h[i] = pack_floats<TR>(v);
+        to_floats(h[i], v);
+        const int col = first_col + (t + i * tpr) * G;
+        if (active && writes_outputs && in_row(i, col, 0)) {
+          store_item<K, TR>(r_out, col, n, v, vector_item(i));
+        }
       }
     }
   } else {
@@ -398,7 +411,7 @@ struct NothingAfterSquares {
 // MaxBesideSum: the registers kernel passes it for a dynamic scale only, from a path of its own
 // (norm_registers_kernel.cuh says why).
 template <class K, RowFit kFit, OutputForm kForm, bool kPackedRow = false,
-          bool kRowOfThreadItems = false, int kItems,
+          bool kRowOfThreadItems = false, bool kPairwiseAdd = false, int kItems,
           class Affine, class Reduce, class ReduceMax, class StaticScale,
           class Moments = NoSliceMoments, class MaxRule = MaxAfterSum,
           class AfterSquares = NothingAfterSquares>
@@ -412,7 +425,7 @@ FUSEKIT_DEVICE void finish_row(const NormKernelArgs& a, int64_t row, bool active
                                bool writes_outputs = true, const MaxRule& max_rule = {},
                                const AfterSquares& after_squares = {}) {
   constexpr bool kPFirst = kFp8KeepsY<K, kItems> && MaxRule::kUsed;
-  finish_row_impl<K, kFit, kForm, kPFirst, kPackedRow, kRowOfThreadItems>(
+  finish_row_impl<K, kFit, kForm, kPFirst, kPackedRow, kRowOfThreadItems, kPairwiseAdd>(
       a, row, active, t, tpr, first_col, items, x, h, affine, reduce, reduce_max, writes_stats,
       static_scale, moments, writes_outputs, max_rule, after_squares);
 }

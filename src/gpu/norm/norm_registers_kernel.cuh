@@ -21,8 +21,8 @@ namespace fusekit::gpu {
 // add, which costs it a block per SM.)
 template <class K, RowFit kFit, OutputForm kForm, int kItems, bool kWeightAtOutput,
           bool kHoldAffine, bool kAffineAtOnce, bool kPackedRow, bool kWeightAfterSquares,
-          bool kRowOfThreadItems, bool kRowStartApart, class Reduce, class ReduceMax, class Moments,
-          class MaxRule>
+          bool kRowOfThreadItems, bool kRowStartApart, bool kPairwiseAdd, class Reduce,
+          class ReduceMax, class Moments, class MaxRule>
 FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bool active, int t,
                                         int tpr, int first_col, int items, const Reduce& reduce,
                                         const ReduceMax& reduce_max, const Moments& moments,
@@ -179,7 +179,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // why it leaves some out, is at its definition below). Without fp8 output: without the
   // division's call, which had fenced them, ptxas moved loads in RMSNorm's fp8 kernels of four
   // groups (8-32 bytes spilled).
-  finish_row<K, kFit, kForm, kPackedRow, kRowOfThreadItems>(
+  finish_row<K, kFit, kForm, kPackedRow, kRowOfThreadItems, kPairwiseAdd>(
       a, row, active, t, tpr, first_col, items, x, h, affine, reduce, reduce_max, writes_stats,
       static_scale, this_row_moments, writes_outputs, max_rule, weight_loads);
 }
@@ -395,10 +395,17 @@ __global__ void __launch_bounds__(
   constexpr bool kRowOfThreadItems = !K::kFp8Out && kPlain && kFixed &&
                                      kFit == RowFit::kExact &&
                                      (!K::kLayer || kSharedRows || kSplitRows);
+  // The fused add's h by pairs of 16-bit values (finish_row's kPairwiseAdd) in the split rows, the
+  // one-row and decode calls' kernels, whose time is their path's instructions: 40 a group down to
+  // 12, 0.03-0.09 us off each such call on an H100. In the kernels of one row a block and the
+  // large batches' ptxas then scheduled the weight's loads earlier (72 -> 82 registers, a block
+  // less an SM) and they measured up to 1.06x (bench/NOTES.md, "The fused add's h by packed adds").
+  constexpr bool kPairwiseAdd = kSplitRows;
   auto slice = [&](const auto& max_rule) {
     normalize_row_slice<K, kFit, kForm, kItems, kWeightAtOutput,
                         kSharedRowsHoldAffine<K, kSharedRows || kSplitRows>, kAffineAtOnce,
-                        kPackedRow, kWeightAfterSquares, kRowOfThreadItems, kRowStartApart>(
+                        kPackedRow, kWeightAfterSquares, kRowOfThreadItems, kRowStartApart,
+                        kPairwiseAdd>(
         a, row, kPlain || row < a.rows, t, tpr, 0, a.items, reduce, reduce_max, moments, max_rule,
         t == 0 && part == 0, writes_outputs, weight_shift);
   };
