@@ -144,10 +144,10 @@ TEST_P(NormValues, Options) {
 }
 
 // LayerNorm rows whose spread lies in their first group: values of 1000 (of either sign) in the
-// first eight columns, the rest normal. The worst rows for a variance taken about the first
-// group's mean (layer_norm's 16-bit GPU outputs on rows that are not 2^k whole groups: the
-// ShiftedMoments of norm_moments.cuh), which cancels there by up to (N / 8) x 2^-24 x log2(N) of
-// itself, and a plain case for the others.
+// first eight columns of x (of h too, with the add), the rest normal. The worst rows for a
+// variance taken about the first group's mean (LayerNorm's 16-bit GPU outputs on rows that are
+// not 2^k whole groups, the fused add's too: the ShiftedMoments of norm_moments.cuh), which
+// cancels there by up to (N / 8) x 2^-24 x log2(N) of itself, and a plain case for the others.
 TEST_P(NormValues, LayerNormSpreadInTheFirstGroup) {
   if (!is_layer(op())) GTEST_SKIP() << "LayerNorm's moments";
   uint32_t seed = 2500;

@@ -231,24 +231,41 @@ FUSEKIT_DEVICE Packed<T, K::kGroup> first_group(const T* row, int n) {
   return load_group_elements<T, K::kGroup>(row, 0, n);
 }
 
-// ShiftedMoments' shift (norm_moments.cuh): the mean of the row's first min(G, n) values, which
-// every thread of the row forms the same way (the same bits in each, whatever the access width).
-// Where kFit says every group is whole and moves as one access, the row holds at least one group:
-// one vector load with no test of n, and a product by 1 / G (a power of two, so the quotient's
-// bits) in place of the division and its slow-path check.
+// ShiftedMoments' shift (norm_moments.cuh): the mean of the row's first min(G, n) values of h =
+// x, or round_to<TR>(x + residual) when adding (finish_row's h, bit for bit), which every thread
+// of the row forms the same way (the same bits in each, whatever the access width). Where kFit
+// says every group is whole and moves as one access, the row holds at least one group: one vector
+// load of each tensor with no test of n, and a product by 1 / G (a power of two, so the
+// quotient's bits) in place of the division and its slow-path check. The in-place fused add
+// writes residual_out over the residual read here, so finish_row stores the row's first group of
+// residual_out only once the reduction has every thread's shift behind it.
 template <class K, RowFit kFit>
-FUSEKIT_DEVICE float row_shift(const typename K::TX* x_row, int n) {
-  static_assert(!K::kAdd, "the shifted moments are layer_norm's alone (norm_moments.cuh)");
+FUSEKIT_DEVICE float row_shift(const typename K::TX* x_row, const typename K::TR* r_row, int n) {
+  using TR = typename K::TR;
   constexpr int G = K::kGroup;
   static_assert((G & (G - 1)) == 0, "a group of a power-of-two size");
+  constexpr bool kWholeVector = kFit != RowFit::kAny && K::kLoad == G;
   float v[G];
-  if constexpr (kFit != RowFit::kAny && K::kLoad == G) {
+  if constexpr (kWholeVector) {
     Packed<typename K::TX, G> first;
     first.load(x_row);
     to_floats(first, v);
-    return tree_sum(v) * (1.0f / G);
   } else {
     to_floats(first_group<K>(x_row, n), v);
+  }
+  if constexpr (K::kAdd) {
+    Packed<TR, G> r;
+    if constexpr (kWholeVector) {
+      r.load(r_row);
+    } else {
+      r = first_group<K>(r_row, n);
+    }
+#pragma unroll
+    for (int e = 0; e < G; ++e) v[e] = round_to<TR>(v[e] + element_float(r, e));
+  }
+  if constexpr (kWholeVector) {
+    return tree_sum(v) * (1.0f / G);
+  } else {
     return tree_sum(v) / static_cast<float>(n < G ? n : G);
   }
 }

@@ -25,10 +25,10 @@
 //
 // Numerics. Sums in float32; LayerNorm never squares about zero: each group's squares are taken
 // about its own mean and merged pairwise up the row's tree (TreeMoments, for rows of a power-of-two
-// number of whole groups: one reduction); layer_norm's other rows with a 16-bit output take theirs
-// about the mean of the row's first group, as plain sums beside the sum (ShiftedMoments: one
-// reduction, a bounded cancellation), and the rest about the row's mean once a first reduction has
-// it (two). With a fused add, h = round_to<TR>(x + r) is both written and normalized.
+// number of whole groups: one reduction); the other rows with a 16-bit output take theirs about
+// the mean of the row's first group, as plain sums beside the sum (ShiftedMoments: one reduction,
+// a bounded cancellation), and the rest about the row's mean once a first reduction has it (two).
+// With a fused add, h = round_to<TR>(x + r) is both written and normalized.
 //
 // fp8 output (RMSNorm; NormTraits' Fp8 names the format). The float32 y that would be rounded to
 // out's dtype is quantized instead, as core/fp8.h says: by a static scale (read beside the row's
@@ -149,8 +149,15 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
   // h = x + residual, rounded to the residual's dtype, is written back out (residual_out) before
   // the reductions, so that the stores are under way while the row is reduced. Where kPairwiseAdd
   // asks for it and x and the residual are one 16-bit type, by pairs, packed (pairwise_sum: the
-  // same bits).
+  // same bits). Under ShiftedMoments every thread of the row has read the row's first group of x
+  // and the residual for its shift (row_shift), and residual_out may be the residual (the in-place
+  // form): that group is stored once the reduction, which needs every thread's shifted sums, is
+  // done (holds_first_group).
   constexpr bool kPairwiseSum = kPairwiseAdd && std::is_same_v<TX, TR> && sizeof(TR) == 2;
+  [[maybe_unused]] const bool holds_first_group = first_col + t * G == 0;
+  auto first_group_deferred = [&](int i) {
+    return Moments::kShifted && i == 0 && holds_first_group;
+  };
   if constexpr (K::kAdd) {
     TR* r_out = static_cast<TR*>(a.residual_out) +
                  row_offset<K, RowTensor::kResidualOut>(a, row);
@@ -159,7 +166,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       if constexpr (kPairwiseSum) {
         h[i] = pairwise_sum(x[i], h[i]);
         const int col = first_col + (t + i * tpr) * G;
-        if (active && writes_outputs && in_row(i, col, 0)) {
+        if (active && writes_outputs && in_row(i, col, 0) && !first_group_deferred(i)) {
           store_item<K, TR>(r_out, col, n, h[i], vector_item(i));
         }
       } else {
@@ -169,7 +176,7 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
         h[i] = pack_floats<TR>(v);
         to_floats(h[i], v);
         const int col = first_col + (t + i * tpr) * G;
-        if (active && writes_outputs && in_row(i, col, 0)) {
+        if (active && writes_outputs && in_row(i, col, 0) && !first_group_deferred(i)) {
           store_item<K, TR>(r_out, col, n, v, vector_item(i));
         }
       }
@@ -260,6 +267,13 @@ FUSEKIT_DEVICE void finish_row_impl(const NormKernelArgs& a, int64_t row, bool a
       }
       if constexpr (kPackedRow) repack();
       const SumPair sums = moments.reduce(tree_sum(shifted), tree_sum(squares));
+      if constexpr (K::kAdd) {  // every shift of the row is formed by now
+        if (active && writes_outputs && holds_first_group) {
+          TR* r_out = static_cast<TR*>(a.residual_out) +
+                       row_offset<K, RowTensor::kResidualOut>(a, row);
+          store_item<K, TR>(r_out, 0, n, h[0], vector_item(0));
+        }
+      }
       const float shifted_mean = over_n(sums.a);
       mean = shift + shifted_mean + 0.0f;  // + 0.0f: as the default's
       shifted_variance = fmaxf(over_n(sums.b) - mul_unfused(shifted_mean, shifted_mean), 0.0f);

@@ -50,21 +50,20 @@ struct TreeMoments {
   ReduceMoments reduce;
 };
 
-// The registers path's for layer_norm's 16-bit outputs on rows that the default would reduce twice
-// (norm_registers_kernel says which): the row's sums of x - K and of (x - K)^2 in one reduction of
-// plain sums, `reduce(s, q)` (row_sum_pair), K the mean of the row's first min(G, N) values, which
-// every thread forms the same way; mean = K + s / n, var = q / n - (s / n)^2. No merges, so no
-// counts, whatever the row's last slot holds: one barrier and one chain of shuffles where the
-// default waits on two. The shift bounds the cancellation: (K - mean)^2 <= (N / G) var (Cauchy-
-// Schwarz over the first group), so var loses at most about (N / G) log2(N) 2^-24 of itself, in a
-// row whose spread lies in its first group (1-2e-4 of the rstd at N = 5120-16384 in a float32
-// model, bench/NOTES.md): inside a 16-bit output's rounding, not a float32 one's, so float32
-// outputs keep the default.
+// The registers path's for LayerNorm's 16-bit outputs (the fused add's too) on rows that the
+// default would reduce twice (norm_registers_kernel says which): the row's sums of h - K and of
+// (h - K)^2 in one reduction of plain sums, `reduce(s, q)` (row_sum_pair), K the mean of the row's
+// first min(G, N) values of h, which every thread forms the same way; mean = K + s / n, var = q / n
+// - (s / n)^2. No merges, so no counts, whatever the row's last slot holds: one barrier and one
+// chain of shuffles where the default waits on two. The shift bounds the cancellation: (K -
+// mean)^2 <= (N / G) var (Cauchy-Schwarz over the first group), so var loses at most about (N / G)
+// log2(N) 2^-24 of itself, in a row whose spread lies in its first group (1-2e-4 of the rstd at
+// N = 5120-16384 in a float32 model, bench/NOTES.md): inside a 16-bit output's rounding, not a
+// float32 one's, so float32 outputs keep the default.
 // `shift` is the row's K, set by the kernel that loads the row (row_shift, norm_group_io.cuh),
-// whose loads it issues beside the row's, not on the reduction's path. The fused add keeps the
-// default: its shift would read the residual that the in-place form overwrites with residual_out,
-// so either the shift's loads or the first group's stores wait on the other (both forms measured
-// slower than the default, bench/NOTES.md).
+// whose loads it issues ahead of the row's: every sum waits on it. The fused add's in-place form
+// overwrites the residual that every thread reads for it, so finish_row stores the row's first
+// group of residual_out after the reduction.
 template <class ReducePair>
 struct ShiftedMoments {
   static constexpr bool kUsed = false;

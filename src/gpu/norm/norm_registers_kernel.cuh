@@ -90,7 +90,7 @@ FUSEKIT_DEVICE void normalize_row_slice(const NormKernelArgs& a, int64_t row, bo
   // the loads of a row whose last slot is partial (a branch) it came last (bench/NOTES.md).
   auto this_row_moments = moments;
   if constexpr (Moments::kShifted) {
-    this_row_moments.shift = active ? row_shift<K, kFit>(x_row, n) : 0.0f;
+    this_row_moments.shift = active ? row_shift<K, kFit>(x_row, r_row, n) : 0.0f;
   }
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
@@ -325,10 +325,9 @@ __global__ void __launch_bounds__(
   };
   constexpr bool kTreeMoments =
       K::kLayer && (kFit == RowFit::kExact ? (kItems & (kItems - 1)) == 0 : kPowerOfTwoRows);
-  // layer_norm's other rows with a 16-bit output: one reduction of two plain sums about a shift
-  // (ShiftedMoments, norm_moments.cuh); float32 outputs and the fused add keep the default's two.
-  constexpr bool kShiftedMoments =
-      K::kLayer && !K::kAdd && !kTreeMoments && sizeof(typename K::TX) == 2;
+  // LayerNorm's other rows with a 16-bit output, the fused add's too: one reduction of two plain
+  // sums about a shift (ShiftedMoments, norm_moments.cuh); float32 outputs keep the default's two.
+  constexpr bool kShiftedMoments = K::kLayer && !kTreeMoments && sizeof(typename K::TX) == 2;
   auto reduce_shifted = [&](float s, float q) {
     return row_sum_pair<K::kWarp, K::kMaxWarpsPerRow>(s, q, tpr, scratch[0], second_scratch,
                                                       publish(0));
