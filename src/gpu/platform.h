@@ -595,6 +595,25 @@ FUSEKIT_DEVICE void mailbox_send(float* slot, ClusterMailbox* box, unsigned rank
 #endif
 }
 
+// mailbox_send's for a pair of floats (8 bytes counted), one store: `slot` 8-byte aligned.
+FUSEKIT_DEVICE void mailbox_send(float2* slot, ClusterMailbox* box, unsigned rank, float2 v) {
+#if FUSEKIT_CLUSTER_DEVICE_CODE
+  const auto slot_address = static_cast<unsigned>(__cvta_generic_to_shared(slot));
+  const auto box_address = static_cast<unsigned>(__cvta_generic_to_shared(box));
+  unsigned remote_slot, remote_box;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(slot_address),
+               "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_box) : "r"(box_address),
+               "r"(rank));
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+      ::"r"(remote_slot), "f"(v.x), "f"(v.y), "r"(remote_box)
+      : "memory");
+#else
+  (void)slot, (void)box, (void)rank, (void)v;
+#endif
+}
+
 // Waits until the mailbox's phase of parity `phase` has completed; its slots' values are then
 // visible to the calling thread.
 FUSEKIT_DEVICE void mailbox_wait(ClusterMailbox* box, unsigned phase) {

@@ -80,6 +80,10 @@ struct BlockPublish {
     s1[threadIdx.x] = v1;
     __syncthreads();
   }
+  FUSEKIT_DEVICE void operator()(float2* s, float2 v) const {
+    s[threadIdx.x] = v;
+    __syncthreads();
+  }
 };
 
 // A row whose threads lie in the `blocks` blocks of a cluster, thread `slot` of the row in this
@@ -114,17 +118,22 @@ struct ClusterGather {
     send(s1, v1);
     finish(2);
   }
+  // A pair a thread, in one 8-byte store a block (row_sum_pair).
+  FUSEKIT_DEVICE void operator()(float2* s, float2 v) const {
+    for (int b = 0; b < blocks; ++b) mailbox_send(s + slot, box, static_cast<unsigned>(b), v);
+    finish(2);
+  }
 };
 
 // `fold(w)` of the `count` per-warp partials (a power of two, 2 <= count <= kCount) that lie
-// kWarp floats apart from `p`, w an array of exactly `count` floats: every partial is read at
-// once (independent loads), and only those that exist.
-template <int kWarp, int kCount, class Fold>
-FUSEKIT_DEVICE float fold_warp_partials(const float* p, int count, const Fold& fold) {
+// kWarp slots apart from `p`, w an array of exactly `count` slots (floats, or row_sum_pair's
+// pairs): every partial is read at once (independent loads), and only those that exist.
+template <int kWarp, int kCount, typename T, class Fold>
+FUSEKIT_DEVICE auto fold_warp_partials(const T* p, int count, const Fold& fold) {
   if constexpr (kCount > 2) {
     if (count < kCount) return fold_warp_partials<kWarp, kCount / 2>(p, count, fold);
   }
-  float w[kCount];
+  T w[kCount];
 #pragma unroll
   for (int i = 0; i < kCount; ++i) w[i] = p[i * kWarp];
   return fold(w);
@@ -185,7 +194,8 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch,
 // Two sums at once (LayerNorm's shifted moments, norm_moments.cuh): row_sum of `a` and of `b`,
 // each folded in row_sum's order (so each is row_sum's bits), behind one publish and one barrier
 // where row_sum twice would wait on two. Every warp folds (no kFoldOnceWarps branch: the same
-// order, hence the same bits). Scratch as row_sum's, one buffer per value.
+// order, hence the same bits). Scratch as row_sum's, one buffer per value; or one buffer of
+// pairs (the overload below).
 struct SumPair {
   float a;
   float b;
@@ -202,6 +212,34 @@ FUSEKIT_DEVICE SumPair row_sum_pair(float a, float b, int threads_per_row, float
     a = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_a + column, warps);
     b = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_b + column, warps);
     return {warp_sum<kWarp>(a, kWarp), warp_sum<kWarp>(b, kWarp)};
+  }
+  const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
+  return {warp_sum<kWarp>(a, lanes), warp_sum<kWarp>(b, lanes)};
+}
+
+// row_sum_pair with one buffer of (a, b) pairs, a thread's in one 8-byte slot (8-byte aligned):
+// a thread publishes its pair in one store (into each block of a cluster: one send a block,
+// where two buffers take two) and each partial is read in one load. The same sums in the same
+// order, so the same bits as the two buffers'.
+template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
+FUSEKIT_DEVICE SumPair row_sum_pair(float a, float b, int threads_per_row, float2* pairs,
+                                    const Publish& publish = {}) {
+  if (threads_per_row > kWarp) {
+    publish(pairs, make_float2(a, b));
+    const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) +
+                       static_cast<int>(threadIdx.x) % kWarp;
+    const SumPair partials = fold_warp_partials<kWarp, kMaxWarpsPerRow>(
+        pairs + column, threads_per_row / kWarp, [](auto& w) {
+          constexpr int kCount = sizeof(w) / sizeof(w[0]);
+          float wa[kCount], wb[kCount];
+#pragma unroll
+          for (int i = 0; i < kCount; ++i) {
+            wa[i] = w[i].x;
+            wb[i] = w[i].y;
+          }
+          return SumPair{tree_sum(wa), tree_sum(wb)};
+        });
+    return {warp_sum<kWarp>(partials.a, kWarp), warp_sum<kWarp>(partials.b, kWarp)};
   }
   const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
   return {warp_sum<kWarp>(a, lanes), warp_sum<kWarp>(b, lanes)};

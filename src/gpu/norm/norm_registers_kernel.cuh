@@ -255,7 +255,9 @@ __global__ void __launch_bounds__(
   // in flight (bench/NOTES.md, "Norm v65": 1-4 KB a block cost a lean decode kernel 0.04-0.09 us,
   // 5 KB 0.15-0.37; this sizing measured level against 4 KB in every kernel).
   constexpr int kScratchArrays = K::kLayer || K::kFp8Out ? 2 : 1;
-  __shared__ float scratch[kScratchArrays][kFixed ? kThreadsPerRow : K::kScratch];
+  // 8-byte aligned: the split rows' shifted moments take both arrays as one of pairs.
+  alignas(kSplitRows ? 8 : 4) __shared__ float
+      scratch[kScratchArrays][kFixed ? kThreadsPerRow : K::kScratch];
   float* const second_scratch = scratch[kScratchArrays - 1];  // read only where there are two
   __shared__ ClusterMailbox gathers[2];  // kSplitRows: one a reduction (at most two a row)
   constexpr bool kExactOrLastPartial = kFit == RowFit::kExact || kFit == RowFit::kLastPartial;
@@ -328,9 +330,19 @@ __global__ void __launch_bounds__(
   // LayerNorm's other rows with a 16-bit output, the fused add's too: one reduction of two plain
   // sums about a shift (ShiftedMoments, norm_moments.cuh); float32 outputs keep the default's two.
   constexpr bool kShiftedMoments = K::kLayer && !kTreeMoments && sizeof(typename K::TX) == 2;
+  // The split rows send a thread's two sums to each block in one store, as one array of pairs
+  // over both scratch arrays (row_sum_pair): 50-60 fewer instructions on a one-row call's path.
+  // The other kernels keep two arrays: with pairs, two of layer_norm's kernels of 64 registers
+  // spilled 4 bytes, and others moved registers. (row_moments' (sum, m2) as pairs in the split
+  // rows measured slower at N = 16384: bench/NOTES.md.)
   auto reduce_shifted = [&](float s, float q) {
-    return row_sum_pair<K::kWarp, K::kMaxWarpsPerRow>(s, q, tpr, scratch[0], second_scratch,
-                                                      publish(0));
+    if constexpr (kSplitRows && kScratchArrays == 2) {  // both arrays as one of pairs
+      return row_sum_pair<K::kWarp, K::kMaxWarpsPerRow>(
+          s, q, tpr, reinterpret_cast<float2*>(&scratch[0][0]), publish(0));
+    } else {
+      return row_sum_pair<K::kWarp, K::kMaxWarpsPerRow>(
+          s, q, tpr, scratch[0], second_scratch, publish(0));
+    }
   };
   const auto moments = [&] {
     if constexpr (kTreeMoments) {
