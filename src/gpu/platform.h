@@ -576,41 +576,49 @@ FUSEKIT_DEVICE void mailbox_expect(ClusterMailbox* box, unsigned bytes) {
 #endif
 }
 
-// Stores v into `slot` of block `rank`'s shared memory (slot and box are this block's addresses
-// of the same variables) and counts 4 bytes on that block's `box`.
-FUSEKIT_DEVICE void mailbox_send(float* slot, ClusterMailbox* box, unsigned rank, float v) {
+// The addresses in block `rank`'s shared memory of this block's `slot` and `box` (mailbox_send's).
+struct MailboxTarget {
+  unsigned slot;
+  unsigned box;
+};
+FUSEKIT_DEVICE MailboxTarget mailbox_target(const void* slot, ClusterMailbox* box, unsigned rank) {
+  MailboxTarget t{0, 0};
 #if FUSEKIT_CLUSTER_DEVICE_CODE
   const auto slot_address = static_cast<unsigned>(__cvta_generic_to_shared(slot));
   const auto box_address = static_cast<unsigned>(__cvta_generic_to_shared(box));
-  unsigned remote_slot, remote_box;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(slot_address),
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(t.slot) : "r"(slot_address),
                "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_box) : "r"(box_address),
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(t.box) : "r"(box_address),
                "r"(rank));
+#else
+  (void)slot, (void)box, (void)rank;
+#endif
+  return t;
+}
+
+// Stores v into `slot` of block `rank`'s shared memory (slot and box are this block's addresses
+// of the same variables) and counts 4 bytes on that block's `box`.
+FUSEKIT_DEVICE void mailbox_send(float* slot, ClusterMailbox* box, unsigned rank, float v) {
+  const MailboxTarget t = mailbox_target(slot, box, rank);
+#if FUSEKIT_CLUSTER_DEVICE_CODE
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
-               ::"r"(remote_slot), "f"(v), "r"(remote_box)
+               ::"r"(t.slot), "f"(v), "r"(t.box)
                : "memory");
 #else
-  (void)slot, (void)box, (void)rank, (void)v;
+  (void)t, (void)v;
 #endif
 }
 
 // mailbox_send's for a pair of floats (8 bytes counted), one store: `slot` 8-byte aligned.
 FUSEKIT_DEVICE void mailbox_send(float2* slot, ClusterMailbox* box, unsigned rank, float2 v) {
+  const MailboxTarget t = mailbox_target(slot, box, rank);
 #if FUSEKIT_CLUSTER_DEVICE_CODE
-  const auto slot_address = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-  const auto box_address = static_cast<unsigned>(__cvta_generic_to_shared(box));
-  unsigned remote_slot, remote_box;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(slot_address),
-               "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_box) : "r"(box_address),
-               "r"(rank));
   asm volatile(
       "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
-      ::"r"(remote_slot), "f"(v.x), "f"(v.y), "r"(remote_box)
+      ::"r"(t.slot), "f"(v.x), "f"(v.y), "r"(t.box)
       : "memory");
 #else
-  (void)slot, (void)box, (void)rank, (void)v;
+  (void)t, (void)v;
 #endif
 }
 
