@@ -80,10 +80,6 @@ struct BlockPublish {
     s1[threadIdx.x] = v1;
     __syncthreads();
   }
-  FUSEKIT_DEVICE void operator()(float2* s, float2 v) const {
-    s[threadIdx.x] = v;
-    __syncthreads();
-  }
 };
 
 // A row whose threads lie in the `blocks` blocks of a cluster, thread `slot` of the row in this
@@ -217,13 +213,13 @@ FUSEKIT_DEVICE SumPair row_sum_pair(float a, float b, int threads_per_row, float
   return {warp_sum<kWarp>(a, lanes), warp_sum<kWarp>(b, lanes)};
 }
 
-// row_sum_pair with one buffer of (a, b) pairs, a thread's in one 8-byte slot (8-byte aligned):
-// a thread publishes its pair in one store (into each block of a cluster: one send a block,
-// where two buffers take two) and each partial is read in one load. The same sums in the same
-// order, so the same bits as the two buffers'.
-template <int kWarp, int kMaxWarpsPerRow, class Publish = BlockPublish>
+// row_sum_pair with one buffer of (a, b) pairs, a thread's in one 8-byte slot (8-byte aligned),
+// for rows split over a cluster (`publish` a ClusterGather): a thread sends its pair in one store
+// a block, where two buffers take two, and each partial is read in one load. The same sums in
+// the same order, so the same bits as the two buffers'.
+template <int kWarp, int kMaxWarpsPerRow, class Publish>
 FUSEKIT_DEVICE SumPair row_sum_pair(float a, float b, int threads_per_row, float2* pairs,
-                                    const Publish& publish = {}) {
+                                    const Publish& publish) {
   if (threads_per_row > kWarp) {
     publish(pairs, make_float2(a, b));
     const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) +
