@@ -189,9 +189,8 @@ FUSEKIT_DEVICE float row_sum(float v, int threads_per_row, float* scratch,
 
 // Two sums at once (LayerNorm's shifted moments, norm_moments.cuh): row_sum of `a` and of `b`,
 // each folded in row_sum's order (so each is row_sum's bits), behind one publish and one barrier
-// where row_sum twice would wait on two. Every warp folds (no kFoldOnceWarps branch: the same
-// order, hence the same bits). Scratch as row_sum's, one buffer per value; or one buffer of
-// pairs (the overload below).
+// where row_sum twice would wait on two; rows of kFoldOnceWarps warps fold once, as row_sum's.
+// Scratch as row_sum's, one buffer per value; or one buffer of pairs (the overload below).
 struct SumPair {
   float a;
   float b;
@@ -202,12 +201,33 @@ FUSEKIT_DEVICE SumPair row_sum_pair(float a, float b, int threads_per_row, float
                                     float* scratch_b, const Publish& publish = {}) {
   if (threads_per_row > kWarp) {
     publish(scratch_a, a, scratch_b, b);
-    const int column = (static_cast<int>(threadIdx.x) & ~(threads_per_row - 1)) +
-                       static_cast<int>(threadIdx.x) % kWarp;
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    const int row_first_thread = static_cast<int>(threadIdx.x) & ~(threads_per_row - 1);
     const int warps = threads_per_row / kWarp;
-    a = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_a + column, warps);
-    b = sum_warp_partials<kWarp, kMaxWarpsPerRow>(scratch_b + column, warps);
-    return {warp_sum<kWarp>(a, kWarp), warp_sum<kWarp>(b, kWarp)};
+    auto fold = [&]() -> SumPair {
+      const float pa = sum_warp_partials<kWarp, kMaxWarpsPerRow>(
+          scratch_a + row_first_thread + lane, warps);
+      const float pb = sum_warp_partials<kWarp, kMaxWarpsPerRow>(
+          scratch_b + row_first_thread + lane, warps);
+      return {warp_sum<kWarp>(pa, kWarp), warp_sum<kWarp>(pb, kWarp)};
+    };
+    // Rows of kFoldOnceWarps warps a block holds whole fold once, as row_sum's (the same folds in
+    // one warp, so the same bits): with every warp folding, each of a 512-thread row's threads
+    // reads 32 partials from shared memory, twice what row_sum's fold-once rows leave there.
+    if (kMaxWarpsPerRow >= kFoldOnceWarps && warps >= kFoldOnceWarps &&
+        threads_per_row <= static_cast<int>(blockDim.x)) {  // uniform
+      if (static_cast<int>(threadIdx.x) - row_first_thread < kWarp) {
+        const SumPair total = fold();
+        // Lane 0 read these slots above; the warp's other lanes read none of them.
+        if (lane == 0) {
+          scratch_a[row_first_thread] = total.a;
+          scratch_b[row_first_thread] = total.b;
+        }
+      }
+      __syncthreads();
+      return {scratch_a[row_first_thread], scratch_b[row_first_thread]};
+    }
+    return fold();
   }
   const int lanes = threads_per_row < kWarp ? threads_per_row : kWarp;
   return {warp_sum<kWarp>(a, lanes), warp_sum<kWarp>(b, lanes)};
