@@ -22,6 +22,9 @@ enum NormSlot {
   kNormWeight,
   kNormBias,
   kNormScale,  // storage of the fp8 forms' float32 scales
+  // A float32 residual stream beside 16-bit activations: [M, 2N] of x's dtype, whose storage
+  // holds the [M, N] float32 residual (contiguous rows, whatever --row-pad)
+  kNormResidualF32,
 };
 enum class NormOp {
   kRms,             // rms_norm(out, x, weight)
@@ -37,6 +40,9 @@ enum class NormOp {
   kAddRmsFp8,       // fused_add_rms_norm_quant_fp8(out, scale, residual, x, residual, weight)
   kAddRmsFp8Static, // fused_add_rms_norm_quant_fp8_static(out, residual, x, residual, weight,
                     //                                    scale)
+  // The in-place fused adds with a float32 residual (the residual_f32 slot)
+  kAddRmsF32Residual,    // fused_add_rms_norm_inplace(x, residual_f32, weight)
+  kAddLayerF32Residual,  // fused_add_layer_norm_inplace(x, residual_f32, weight, bias)
 };
 constexpr float kRmsEps = 1e-6f;
 constexpr float kLayerEps = 1e-5f;

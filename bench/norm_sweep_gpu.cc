@@ -21,11 +21,16 @@ using detail::NormProblem;
 using gpu::NormConfig;
 
 bool is_layer(NormOp op) {
-  return op == NormOp::kLayer || op == NormOp::kAddLayer || op == NormOp::kAddLayerOop;
+  return op == NormOp::kLayer || op == NormOp::kAddLayer || op == NormOp::kAddLayerOop ||
+         op == NormOp::kAddLayerF32Residual;
+}
+bool f32_residual(NormOp op) {
+  return op == NormOp::kAddRmsF32Residual || op == NormOp::kAddLayerF32Residual;
 }
 bool adds(NormOp op) {
   return op == NormOp::kAddRms || op == NormOp::kAddRmsOop || op == NormOp::kAddLayer ||
-         op == NormOp::kAddLayerOop || op == NormOp::kAddRmsFp8 || op == NormOp::kAddRmsFp8Static;
+         op == NormOp::kAddLayerOop || op == NormOp::kAddRmsFp8 ||
+         op == NormOp::kAddRmsFp8Static || f32_residual(op);
 }
 
 bool is_fp8(NormOp op) {
@@ -39,7 +44,7 @@ bool dynamic_fp8(NormOp op) { return op == NormOp::kRmsFp8 || op == NormOp::kAdd
 // the residual in place.
 NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
   const NormOp op = static_cast<NormOp>(spec.variant);
-  const bool in_place = op == NormOp::kAddRms || op == NormOp::kAddLayer;
+  const bool in_place = op == NormOp::kAddRms || op == NormOp::kAddLayer || f32_residual(op);
   const bool fp8 = is_fp8(op);
   NormProblem p;
   p.kind = is_layer(op) ? NormKind::kLayer : NormKind::kRms;
@@ -59,7 +64,11 @@ NormProblem problem_of(const OpSpec& spec, const OpArgs& a) {
     p.out = a.t[kNormOut].data;
     p.out_stride = fp8 ? a.n : a.t[kNormOut].stride(0);  // call_norm's fp8 view is contiguous
   }
-  if (p.add_residual) {
+  if (f32_residual(op)) {  // call_norm's contiguous float32 view of the slot
+    p.residual_dtype = DType::kFloat32;
+    p.residual = p.residual_out = a.t[kNormResidualF32].data;
+    p.residual_stride = p.residual_out_stride = a.n;
+  } else if (p.add_residual) {
     const TensorView& res = a.t[kNormResidual];
     const TensorView& res_out = in_place || fp8 ? res : a.t[kNormResidualOut];
     p.residual = res.data;

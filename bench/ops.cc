@@ -29,9 +29,20 @@ int64_t norm_fp8_bytes(int64_t m, int64_t n, int64_t s) {
   return (kAdd ? 3 : 1) * m * n * s + n * s + m * n + 4 * (kDynamic ? m : 1);
 }
 
+// The in-place fused add with a float32 residual: x (16-bit) and the residual read and written.
+template <int kParams>
+int64_t norm_f32_residual_bytes(int64_t m, int64_t n, int64_t s) {
+  return 2 * m * n * s + 2 * m * n * 4 + kParams * n * s;
+}
+
 Status call_norm(const OpSpec& op, const OpArgs& a, Stream stream) {
   const TensorView& x = a.t[kNormX];
   const TensorView& res = a.t[kNormResidual];
+  // The float32 residual's view of its slot's storage ([M, 2N] of x's dtype, at least 4N bytes a
+  // row).
+  const TensorView& rs = a.t[kNormResidualF32];
+  const TensorView res_f32 =
+      TensorView::contiguous(rs.data, DType::kFloat32, rs.device, {a.m, a.n});
   const TensorView& w = a.t[kNormWeight];
   const TensorView& b = a.t[kNormBias];
   const NormOptions none;
@@ -70,6 +81,10 @@ Status call_norm(const OpSpec& op, const OpArgs& a, Stream stream) {
     case NormOp::kAddRmsFp8Static:
       return fused_add_rms_norm_quant_fp8_static(fp8, res, x, res, w, one, kRmsEps, format, 0.0f,
                                                  stream);
+    case NormOp::kAddRmsF32Residual:
+      return fused_add_rms_norm_inplace(x, res_f32, w, kRmsEps, 0.0f, none, stream);
+    case NormOp::kAddLayerF32Residual:
+      return fused_add_layer_norm_inplace(x, res_f32, w, b, kLayerEps, none, stream);
   }
   return Status::invalid_argument("fusekit_bench: unknown norm op");
 }
@@ -80,10 +95,11 @@ FamilySpec norm_family() {
   // Order must match NormSlot.
   f.slots = {{"x", true, 1},           {"residual", true, 1}, {"out", true, 1},
              {"residual_out", true, 1}, {"weight", false, 1}, {"bias", false, 1},
-             {"scale_storage", true, 1, 4}};  // M float32 scales, whatever N
+             {"scale_storage", true, 1, 4},  // M float32 scales, whatever N
+             {"residual_f32", true, 2}};     // [M, N] float32 in 16-bit x's [M, 2N]
   const uint32_t x = bit(kNormX), r = bit(kNormResidual), o = bit(kNormOut);
   const uint32_t ro = bit(kNormResidualOut), w = bit(kNormWeight), b = bit(kNormBias);
-  const uint32_t sc = bit(kNormScale);
+  const uint32_t sc = bit(kNormScale), r32 = bit(kNormResidualF32);
   auto op = [&](const char* name, const char* shapes_name, uint32_t outs, uint32_t ins,
                 NormOp which, int64_t (*bytes)(int64_t, int64_t, int64_t)) {
     const bool fp8_out = which == NormOp::kRmsFp8 || which == NormOp::kRmsFp8Static ||
@@ -111,6 +127,12 @@ FamilySpec norm_family() {
      NormOp::kAddRmsFp8, norm_fp8_bytes<true, true>);
   op("fused_add_rms_norm_quant_fp8_static", "fused_add_rms_norm", o, x | r | w | sc,
      NormOp::kAddRmsFp8Static, norm_fp8_bytes<true, false>);
+  // The in-place fused adds on a float32 residual stream, run only when --ops names them (or a
+  // shapes file lists them by these names).
+  op("fused_add_rms_norm_fp32_residual", "fused_add_rms_norm_fp32_residual", 0, x | r32 | w,
+     NormOp::kAddRmsF32Residual, norm_f32_residual_bytes<1>);
+  op("fused_add_layer_norm_fp32_residual", "fused_add_layer_norm_fp32_residual", 0,
+     x | r32 | w | b, NormOp::kAddLayerF32Residual, norm_f32_residual_bytes<2>);
   return f;
 }
 
