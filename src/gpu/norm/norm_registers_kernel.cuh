@@ -195,6 +195,11 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // The registers kernel's launch bound (__launch_bounds__): up to 512 threads a block, on as many
 // blocks an SM as K's register budget says (K::kMinBlocksPerSm), or one where a block holds the
 // affine beside its share of a row (kSharedRowsHoldAffine; kSpreadRows: shared or split rows).
+// kLayerAddThreeGroups: LayerNorm's fused add in its other dtypes (fp16, or a float32 weight or
+// residual; budget one) still fits two at up to three groups a thread in the kernels of a run-time
+// row width: ptxas takes 55-64 registers there unspilled, where free of the bound it took 66-80
+// (the shifted moments' shift and pair), one 512-thread block an SM and three of 256.
+// (bench/NOTES.md, "LayerNorm's fused add in its other dtypes, two blocks an SM".)
 // kPackedRow (NormConfig::packed_row): the plain kernels without the add (LayerNorm's, RMSNorm's)
 // of three groups a thread on 256 or 512 threads, one row a block, built for 1536 threads an SM
 // (40 registers) rather than 1024, which the row held packed through the reductions (finish_row's
@@ -207,9 +212,13 @@ struct RegistersKernelBound {
                                 (kThreadsPerRow == 256 || kThreadsPerRow == 512)),
                 "a packed row: plain kernels without the add, 256 or 512 threads x 3 groups");
   static constexpr int kThreads = kPackedRow ? kThreadsPerRow : K::kMaxThreads;
+  static constexpr bool kLayerAddThreeGroups =
+      K::kLayer && K::kAdd && kItems <= 3 && kThreadsPerRow == 0;
   static constexpr int kMinBlocks =
       kPackedRow ? kNormPackedRowSmThreads / kThreads
-                 : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1 : K::kMinBlocksPerSm);
+                 : (kSharedRowsHoldAffine<K, kSpreadRows> ? 1
+                    : kLayerAddThreeGroups             ? 2
+                                                       : K::kMinBlocksPerSm);
 };
 
 // The registers path: each row is loaded straight into registers by threads_per_row threads
