@@ -198,8 +198,9 @@ inline constexpr bool kSharedRowsHoldAffine = K::kLayer && kSharedRows;
 // kLayerAddThreeGroups: LayerNorm's fused add in its other dtypes (fp16, or a float32 weight or
 // residual; budget one) still fits two at up to three groups a thread in the kernels of a run-time
 // row width: ptxas takes 55-64 registers there unspilled, where free of the bound it took 66-80
-// (the shifted moments' shift and pair), one 512-thread block an SM and three of 256.
-// (bench/NOTES.md, "LayerNorm's fused add in its other dtypes, two blocks an SM".)
+// (the shifted moments' shift and pair). On an H100 (graph replay, a float32 residual) [256, 6144]
+// took 8.78 us free of the bound and 5.48 with it, [256, 12288] 10.22 and 10.97 (bench/NOTES.md,
+// "Two blocks an SM for the other dtypes, measured"): kept for the worst case.
 // kPackedRow (NormConfig::packed_row): the plain kernels without the add (LayerNorm's, RMSNorm's)
 // of three groups a thread on 256 or 512 threads, one row a block, built for 1536 threads an SM
 // (40 registers) rather than 1024, which the row held packed through the reductions (finish_row's
