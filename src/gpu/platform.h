@@ -188,6 +188,18 @@ ErrorCode set_max_dynamic_smem(Kernel kernel, int bytes) {
 #endif
 }
 
+// How many blocks of `block_threads` threads (and `smem` bytes of dynamic shared memory each) of
+// `kernel` one SM holds at once: its registers, shared memory and thread slots.
+template <typename Kernel>
+ErrorCode max_resident_blocks(Kernel kernel, int block_threads, size_t smem, int* blocks) {
+#if FUSEKIT_PLATFORM_HIP
+  return hipOccupancyMaxActiveBlocksPerMultiprocessor(
+      blocks, reinterpret_cast<const void*>(kernel), block_threads, smem);
+#else
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, block_threads, smem);
+#endif
+}
+
 // Lets `kernel` launch in clusters of more than the portable 8 blocks (Hopper allows 16).
 template <typename Kernel>
 ErrorCode allow_large_clusters(Kernel kernel) {

@@ -525,6 +525,9 @@ NormConfig choose_norm_config(const NormShape& shape) {
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
     c.plain = takes_plain(c) || fused_add_wide_plain;
     if (!one_group_rows) take_split_rows(shape, &c);
+    // Wherever the trigger is left at the start, the launch moves it after the writes if the next
+    // grid's blocks would crowd this one's (next_grid_crowded, from the kernel's own residency).
+    c.trigger_late_where_crowded = !c.trigger_after_writes && c.split_blocks == 1;
     return c;
   }
   return choose_long_row_norm_config(shape);

@@ -40,6 +40,12 @@ struct NormConfig {
   // mid batches (norm_config.cc), and on the cluster path for more rows than SMs
   // (make_norm_config, norm_config_make.cc). No effect on results.
   bool trigger_after_writes = false;
+  // Registers path, one block a row's threads (split_blocks 1), the trigger at the start: let the
+  // launch move it after the writes where the next grid's blocks cannot all be resident beside
+  // this grid's (next_grid_crowded, from the kernel's blocks per SM as the runtime reports them).
+  // The heuristic sets it on its registers configs; configs built by hand (the benchmark's sweep,
+  // tests) keep the trigger they name. No effect on results.
+  bool trigger_late_where_crowded = false;
   // Registers path, the fused add (RMSNorm, not fp8) at four groups per thread in 512-thread
   // blocks covering the row exactly: load the weight at the output (from L1, as every row reads
   // it) instead of beside the row, which leaves that kernel 64 registers per thread (80 with the
@@ -96,6 +102,20 @@ constexpr int norm_min_blocks_per_sm(bool add, bool layer, bool weight_size_is_x
                                      bool one_dtype, bool x_is_fp16) {
   return (!add && (layer || weight_size_is_x)) || (add && layer && one_dtype && !x_is_fp16) ? 2
                                                                                            : 1;
+}
+
+// Whether the next call's blocks, launched early (programmatic dependent launch with the trigger
+// at the kernel's start), crowd a grid of `blocks` blocks on `sm_count` SMs that each hold
+// `resident_per_sm` of the kernel's blocks: a grid of more blocks than SMs that is resident at
+// once (one wave), where the SMs have no room for the next grid's blocks beside it. The early
+// blocks then take the slots of some SMs and leave the grid's work spread unevenly; measured on
+// an H100, graph replay (bench/NOTES.md, "The trigger by residency"): the fused add's 256 x 4
+// rows at two blocks an SM, [256, 8192] 7.04 us with the early trigger, 4.03 late; its fp8 form at
+// three, 5.73 against 4.73; LayerNorm's fused add on a float32 residual, 256 x 3 rows at three
+// blocks an SM, [256, 6144] 8.78 against 4.94 at four.
+constexpr bool next_grid_crowded(int64_t blocks, int sm_count, int resident_per_sm) {
+  const int64_t slots = static_cast<int64_t>(sm_count) * resident_per_sm;
+  return blocks > sm_count && blocks <= slots && 2 * blocks > slots;
 }
 
 // Inputs of the heuristic.

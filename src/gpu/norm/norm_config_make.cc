@@ -23,7 +23,10 @@ std::string NormConfig::to_string() const {
   std::ostringstream s;
   if (path == Path::kRegisters) {
     s << "registers(tpr=" << threads_per_row << ",items=" << items << ",rows=" << rows_per_block
-      << (trigger_after_writes ? ",trigger=late" : "") << (weight_at_output ? ",weight=late" : "")
+      << (trigger_after_writes          ? ",trigger=late"
+          : trigger_late_where_crowded ? ",trigger=late-if-crowded"
+                                       : "")
+      << (weight_at_output ? ",weight=late" : "")
       << (output_parts > 1 ? ",parts=" + std::to_string(output_parts) : "")
       << (split_blocks > 1 ? ",split=" + std::to_string(split_blocks) : "")
       << (plain ? ",plain" : "") << (packed_row ? ",packed" : "") << ")";

@@ -484,6 +484,16 @@ Status launch_norm_kernel(NormKernelArgs a, const NormConfig& cfg, const DeviceI
     const int64_t blocks =
         cluster ? std::min(rows, resident_clusters) * cluster_blocks
                 : (rows + rows_per_block - 1) / rows_per_block * parts;
+    // The trigger after the writes where the next grid's early blocks would crowd this grid
+    // (NormConfig::trigger_late_where_crowded): only past one block an SM, where it can.
+    if (pdl && cfg.trigger_late_where_crowded && cfg.path == Path::kRegisters && split == 1 &&
+        !part.trigger_after_writes && blocks > info.sm_count) {
+      int resident = 0;
+      const ErrorCode re =
+          resident_blocks_per_sm(kernel, cfg.block_threads, smem, info.index, &resident);
+      if (re != kSuccess) return status_from("norm: blocks an SM holds", re);
+      if (next_grid_crowded(blocks, info.sm_count, resident)) part.trigger_after_writes = 1;
+    }
     const dim3 grid(static_cast<unsigned>(blocks));
     const dim3 block(static_cast<unsigned>(cfg.block_threads));
     const ErrorCode e = launch_clustered(kernel, grid, block, smem, stream, pdl,
