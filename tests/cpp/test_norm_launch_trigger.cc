@@ -20,12 +20,13 @@ namespace {
 // LongRowsTakeBlocksThatCoverThemOrSlicesOf512Groups).
 TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   NormShape s;  // 132 SMs
+  s.whole_groups = true;  // 6144 and 12288 then take three groups a thread
   for (const bool layer : {false, true}) {
     for (const bool add : {false, true}) {
       s.layer = layer;
       s.adds_residual = add;
       s.min_blocks_per_sm = add && !layer ? 1 : 2;
-      for (int64_t cols : {2048, 4096, 262144}) {
+      for (int64_t cols : {2048, 4096, 6144, 12288, 262144}) {
         for (int64_t rows : {1, 32, 256, 16384}) {
           s.cols = cols;
           s.rows = rows;

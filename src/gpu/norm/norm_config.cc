@@ -186,6 +186,14 @@ int layer_plain_three_threads(int64_t groups) {
   return static_cast<int>(next_pow2(ceil_div(groups, 2)) / 2);
 }
 
+// A registers config whose trigger is left at the start, one block a row's threads: the launch
+// moves the trigger after the writes if the next grid's blocks would crowd this one's
+// (NormConfig::trigger_late_where_crowded, next_grid_crowded: from the kernel's own residency).
+NormConfig with_trigger_rule(NormConfig c) {
+  c.trigger_late_where_crowded = !c.trigger_after_writes && c.split_blocks == 1;
+  return c;
+}
+
 }  // namespace
 
 // LayerNorm alone's plain calls on rows of more than kLayerPairsAnyBatchMaxGroups whole groups
@@ -443,7 +451,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
         split.plain = shape.plain_form;
         c.packed_row = takes_packed_row(c);
         c.plain = takes_plain(c) || c.packed_row;
-        return take_split_rows(shape, &split) ? split : c;
+        return with_trigger_rule(take_split_rows(shape, &split) ? split : c);
       }
       const bool five = !layer_three_over_five && !layer_three_over_last_five &&
                         make_norm_config(shape, NormConfig::Path::kRegisters,
@@ -525,10 +533,7 @@ NormConfig choose_norm_config(const NormShape& shape) {
     if (norm_rows_shareable(shape, c)) c.output_parts = output_parts;
     c.plain = takes_plain(c) || fused_add_wide_plain;
     if (!one_group_rows) take_split_rows(shape, &c);
-    // Wherever the trigger is left at the start, the launch moves it after the writes if the next
-    // grid's blocks would crowd this one's (next_grid_crowded, from the kernel's own residency).
-    c.trigger_late_where_crowded = !c.trigger_after_writes && c.split_blocks == 1;
-    return c;
+    return with_trigger_rule(c);
   }
   return choose_long_row_norm_config(shape);
 }
