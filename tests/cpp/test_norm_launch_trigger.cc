@@ -81,7 +81,7 @@ TEST(NormConfig, FusedAddFp8TriggersLateAtOneToTwoRowsPerSm) {
 }
 
 // The next grid crowds this one where this grid has more blocks than SMs, is resident at once
-// (one wave), and leaves fewer free slots than it has blocks: 132 SMs here.
+// (one wave), and leaves some slots free but fewer than it has blocks: 132 SMs here.
 TEST(NormConfig, NextGridCrowdsOneWaveThatLeavesNoRoomForIt) {
   struct Case {
     int64_t blocks;
@@ -93,7 +93,8 @@ TEST(NormConfig, NextGridCrowdsOneWaveThatLeavesNoRoomForIt) {
            Case{132, 2, false},
            Case{133, 2, true},   // 133 of 264 slots: 131 left for 133
            Case{256, 2, true},   // 256 of 264 slots
-           Case{264, 2, true},   // every slot
+           Case{263, 2, true},   // one slot left
+           Case{264, 2, false},  // every slot taken: none for the next grid's blocks
            Case{265, 2, false},  // two waves: the trigger fires as the last wave starts
            Case{256, 3, true},   // 256 of 396: 140 left
            Case{198, 3, false},  // 198 of 396: room for the next 198
@@ -101,6 +102,7 @@ TEST(NormConfig, NextGridCrowdsOneWaveThatLeavesNoRoomForIt) {
            Case{256, 4, false},  // 256 of 528: room for the next 256
            Case{264, 4, false},
            Case{265, 4, true},
+           Case{396, 3, false},  // every slot
            Case{256, 1, false},  // two waves
            Case{1, 8, false},
        }) {

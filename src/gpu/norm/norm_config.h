@@ -107,15 +107,18 @@ constexpr int norm_min_blocks_per_sm(bool add, bool layer, bool weight_size_is_x
 // Whether the next call's blocks, launched early (programmatic dependent launch with the trigger
 // at the kernel's start), crowd a grid of `blocks` blocks on `sm_count` SMs that each hold
 // `resident_per_sm` of the kernel's blocks: a grid of more blocks than SMs that is resident at
-// once (one wave), where the SMs have no room for the next grid's blocks beside it. The early
-// blocks then take the slots of some SMs and leave the grid's work spread unevenly; measured on
-// an H100, graph replay (bench/NOTES.md, "The trigger by residency"): the fused add's 256 x 4
-// rows at two blocks an SM, [256, 8192] 7.04 us with the early trigger, 4.03 late; its fp8 form at
-// three, 5.73 against 4.73; LayerNorm's fused add on a float32 residual, 256 x 3 rows at three
-// blocks an SM, [256, 6144] 8.78 against 4.94 at four.
+// once (one wave) and leaves some slots free, but too few for the next grid's blocks beside it.
+// The early blocks then take the free slots of some SMs and leave the work spread unevenly. A
+// grid that fills every slot leaves none to take (its next grid launched early only starts
+// sooner). Measured on an H100, graph replay, with the late trigger where this holds (bench/
+// NOTES.md, "The trigger by residency"): the two-block 512-thread rows at 136-232 rows 0.66-0.92x
+// the time in place (fused_add_layer_norm [200, 12288] 7.74 -> 5.16 us), at 256 rows 0.92-1.02x;
+// before it, the fused add's 256 x 4 rows at two blocks an SM ([256, 8192] 7.04 us early, 4.03
+// late) and its fp8 form at three (5.73 against 4.73). At 264 rows, every slot filled, the late
+// trigger read 0.99-1.02x cold.
 constexpr bool next_grid_crowded(int64_t blocks, int sm_count, int resident_per_sm) {
   const int64_t slots = static_cast<int64_t>(sm_count) * resident_per_sm;
-  return blocks > sm_count && blocks <= slots && 2 * blocks > slots;
+  return blocks > sm_count && blocks < slots && 2 * blocks > slots;
 }
 
 // Inputs of the heuristic.
