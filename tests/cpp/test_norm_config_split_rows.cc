@@ -301,8 +301,13 @@ TEST(NormConfig, EverySplitIsOneTheKernelsTake) {
                                                c.threads_per_row, c.items, &one_block));
                   one_block.plain = c.plain;
                   one_block.trigger_after_writes = c.trigger_after_writes;
+                  // Split rows leave the trigger to the config: the rule by residency is for
+                  // one block a row's threads.
+                  one_block.trigger_late_where_crowded = true;
                   NormConfig remade = one_block;
                   ASSERT_TRUE(split_norm_rows(s, c.split_blocks, &remade));
+                  EXPECT_FALSE(remade.trigger_late_where_crowded);
+                  EXPECT_FALSE(c.trigger_late_where_crowded);
                   EXPECT_EQ(remade.to_string(), c.to_string());
                   EXPECT_EQ(remade.block_threads, c.block_threads);
                   EXPECT_LE(c.split_blocks, clusters);

@@ -163,6 +163,8 @@ bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config) {
   }
   config->split_blocks = blocks;
   config->block_threads = tpr / blocks;
+  // Split rows launch in clusters, whose residency the trigger rule does not model.
+  config->trigger_late_where_crowded = false;
   return true;
 }
 
