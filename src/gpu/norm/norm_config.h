@@ -321,10 +321,11 @@ bool split_norm_rows(const NormShape& shape, int blocks, NormConfig* config);
 // (The kernels exist where shape.split_rows_built; the shape then also needs whole groups.)
 
 // The heuristic's last step on the registers path (choose_norm_config): where a decode-size batch
-// (at most half as many rows as SMs; the fused add at N = 16384 up to a row per SM) has split
-// kernels for its row, `config` becomes the row split over 4 or 8 blocks of a cluster, keeping
-// its `plain`; LayerNorm's rows that are not 2^k groups, up to twice as many rows as SMs, over
-// 2. Returns whether it did. norm_config_decode.cc says which rows and why.
+// (at most half as many rows as SMs) has split kernels for its row, `config` becomes the row
+// split over 4 or 8 blocks of a cluster, keeping its `plain`; LayerNorm's rows that are not 2^k
+// groups, up to twice as many rows as SMs, over 2; rows of 1024 groups or more at mid batches
+// (about one to two rows an SM, by form) over blocks of 128 threads, the trigger after the
+// writes. Returns whether it did. norm_config_decode.cc says which rows and why.
 bool take_split_rows(const NormShape& shape, NormConfig* config);
 // Whether the shape's rows are LayerNorm alone's plain rows that three groups a thread hold on one
 // block at every batch (N = 1032-1536 bf16; norm_config.cc says which and why).

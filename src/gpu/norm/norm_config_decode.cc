@@ -23,6 +23,19 @@ constexpr int kOneGroupSplitBlocks = 2;
 constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count) {
   return (threads == 128 && rows <= 2 * sm_count) || (threads == 256 && rows <= sm_count);
 }
+// Long rows at mid batches (take_split_rows): rows of at least this many groups, in blocks of
+// this many threads.
+constexpr int64_t kLongMidSplitMinGroups = 1024;
+constexpr int kLongMidSplitBlockThreads = 128;
+// The most rows a grid of long rows split at mid batches holds, on sm_count SMs, split over
+// `blocks` blocks: five rows for every four SMs; LayerNorm's rows in two blocks up to two rows an
+// SM, LayerNorm alone's in four up to one.
+constexpr int64_t long_mid_split_max_rows(bool layer, bool adds_residual, int blocks,
+                                          int64_t sm_count) {
+  return layer && blocks == 2                    ? 2 * sm_count
+         : layer && !adds_residual && blocks > 2 ? sm_count
+                                                 : 5 * sm_count / 4;
+}
 
 }  // namespace
 
@@ -37,15 +50,15 @@ constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count)
 // 128, 16384 in 8 of 64, 3072 in 4 of 32, 12288 in 8 of 64. Taken at grids of at most half as
 // many rows as SMs, except RMSNorm alone on rows of 2^k groups below N = 16384 (there its shared
 // outputs measured level or faster: rms_norm [1, 4096] 0.94 us against 1.01, [32, 8192] 1.29
-// against 1.35); and by the fused add's RMSNorm at N = 16384 (in place or apart, no fp8 output)
-// up to a row per SM, in four blocks with the next launch triggered after the writes.
+// against 1.35).
 // Measured on an H200, graph replay with PDL (bench/NOTES.md, "Norm v35"): fused_add_rms_norm in
 // place [1, 4096] 1.26 -> 1.01 us, [1, 8192] 1.75 -> 1.12, [1, 16384] 2.61 -> 1.34, [32, 16384]
 // 2.91 -> 1.84, [96, 16384] 4.91 -> 3.22, [128, 16384] 3.92 -> 3.59; fused_add_layer_norm out of
 // place [1, 8192] 1.64 -> 1.35; rms_norm [1, 16384] 1.50 -> 1.21; fused_add_rms_norm_quant_fp8
-// [1, 16384] 3.34 -> 1.86. Not past a row per SM (fused_add_rms_norm [200, 8192] 2.95 against
-// 3.14 at best, [256, 16384] 6.56 against 6.95), nor at [96-132, 8192 and 4096], where it
-// measured level or slower, nor for the fp8 output at [128, 16384] (4.51 against 4.47-4.75).
+// [1, 16384] 3.34 -> 1.86. There, with the trigger at the start, not past a row per SM
+// (fused_add_rms_norm [200, 8192] 2.95 against 3.14 at best, [256, 16384] 6.56 against 6.95), nor
+// at [96-132, 8192 and 4096], where it measured level or slower, nor for the fp8 output at
+// [128, 16384] (4.51 against 4.47-4.75).
 // And LayerNorm (either form) past half as many rows as SMs, on rows that are not 2^k groups, in
 // two blocks with the next launch allowed at the start: rows of 128 threads (N = 1032-4088 bf16)
 // up to twice as many rows as SMs, rows of 256 (4104-8184) up to as many. There the split
@@ -75,6 +88,20 @@ constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count)
 // every batch, once those had plain kernels (H200, "Norm v59" and "Norm v60"): layer_norm
 // [256, 1152 / 1280 / 1536] 1.61 / 1.65 / 1.65 us against 1.91 / 1.93 / 1.91 split in pairs,
 // [1, 1152] 1.31 against 1.49 in four blocks, [132, 1152] 1.50 against 1.67 in two.
+// Long rows (1024 groups or more: N >= 8192 bf16; no fp8 output) past those grids too, in blocks
+// of 128 threads (rows of 2^k groups on four groups a thread: 8192 in two blocks, 16384 in four;
+// 12288 as 128 x 3 in four), the next launch triggered after the writes: up to five rows for
+// every four SMs, LayerNorm's rows in two blocks up to two rows an SM, LayerNorm alone's in four
+// up to one. One block a row leaves such a grid's SMs unevenly loaded (160 rows on 132 SMs: 28
+// of them hold two rows, the rest one, and the grid lasts two rows' time); 128-thread blocks
+// spread it about evenly. Graph replay on an H100 against one block a row (bench/NOTES.md,
+// "Mid batches' split rows with the late trigger"): fused_add_layer_norm [136, 8192] 3.82 ->
+// 2.80 us, [160, 16384] 6.42 -> 5.35, [256, 8192] 4.00 -> 3.62; fused_add_rms_norm [160, 12288]
+// 4.54 -> 3.35, [136, 16384] 5.18 -> 3.94; rms_norm [136, 16384] 3.42 -> 2.80; layer_norm
+// [100, 16384] 3.35 -> 2.91, [256, 8192] 3.19 -> 2.95. Past those bounds split rows lost up to
+// 1.3x (LayerNorm at N = 12288 from 200 rows, LayerNorm alone in four blocks past a row an SM,
+// whose kernels of 90-128 registers hold four or five such blocks an SM), and the fused RMSNorm's
+// rows of 1024 groups from 200 rows 1.03-1.06x; RMSNorm alone's rows of 1024 groups read level.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
@@ -84,18 +111,19 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const bool small_grid = 2 * shape.rows <= sm_count;
   const bool shared_outputs_hold = power_of_two_row && !shape.layer && !shape.adds_residual &&
                                    !shape.fp8_output && !longest_rows;
-  const bool row_per_sm_add = longest_rows && shape.adds_residual && !shape.layer &&
-                              !shape.fp8_output && shape.rows <= sm_count;
+  // Long rows past the decode grids (not the fp8 forms), on four groups a thread where the row is
+  // 2^k groups: bounded by long_mid_split_max_rows below.
+  const bool long_mid_rows = !small_grid && groups >= kLongMidSplitMinGroups && !shape.fp8_output;
   const bool layer_mid_rows = shape.layer && !small_grid && shape.rows <= 2 * sm_count &&
-                              !power_of_two_row;
-  if (!((small_grid && !shared_outputs_hold) || row_per_sm_add || layer_mid_rows) ||
+                              !power_of_two_row && !long_mid_rows;
+  if (!((small_grid && !shared_outputs_hold) || layer_mid_rows || long_mid_rows) ||
       !shape.split_rows_built || !shape.whole_groups) {
     return false;
   }
   int threads = 0;
   int items = 0;
   if (power_of_two_row) {
-    items = longest_rows ? kNormMaxItems : 2;
+    items = longest_rows || long_mid_rows ? kNormMaxItems : 2;
     threads = static_cast<int>(groups / items);
   } else {
     threads = static_cast<int>(
@@ -103,6 +131,12 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
     items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
   }
   if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
+  const int long_mid_blocks = threads / kLongMidSplitBlockThreads;
+  if (long_mid_rows &&
+      shape.rows > long_mid_split_max_rows(shape.layer, shape.adds_residual, long_mid_blocks,
+                                           sm_count)) {
+    return false;
+  }
   // LayerNorm alone's plain rows of three groups on 64 threads keep one block a row.
   if (layer_plain_three_rows(shape) && config->items == 3 && config->rows_per_block == 1) {
     return false;
@@ -119,13 +153,14 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
     return false;
   }
   split.plain = config->plain;
-  split.trigger_after_writes = row_per_sm_add && !small_grid;
+  split.trigger_after_writes = long_mid_rows;
   const int64_t blocks_of_groups = next_pow2(ceil_div(groups, kSplitBlockGroups));
   // One-group rows in two blocks of 64 threads (in four of 32 the fp8 forms, whose max|y| and
   // codes follow the sum).
   const int64_t wanted = one_group_rows && !shape.fp8_output ? kOneGroupSplitBlocks
                          : small_grid ? std::max<int64_t>(kSplitMinBlocks, blocks_of_groups)
                          : layer_mid_rows ? kLayerMidSplitBlocks
+                         : long_mid_rows  ? long_mid_blocks
                                           : kSplitMinBlocks;
   // Fewer blocks where the GPU's clusters are smaller (split_norm_rows checks every limit).
   for (int blocks = static_cast<int>(std::min<int64_t>(wanted, kNormMaxSplitBlocks)); blocks >= 2;
