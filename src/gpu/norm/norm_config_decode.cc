@@ -99,9 +99,11 @@ constexpr int64_t long_mid_split_max_rows(bool layer, bool adds_residual, int bl
 // 2.80 us, [160, 16384] 6.42 -> 5.35, [256, 8192] 4.00 -> 3.62; fused_add_rms_norm [160, 12288]
 // 4.54 -> 3.35, [136, 16384] 5.18 -> 3.94; rms_norm [136, 16384] 3.42 -> 2.80; layer_norm
 // [100, 16384] 3.35 -> 2.91, [256, 8192] 3.19 -> 2.95. Past those bounds split rows lost up to
-// 1.3x (LayerNorm at N = 12288 from 200 rows, LayerNorm alone in four blocks past a row an SM,
-// whose kernels of 90-128 registers hold four or five such blocks an SM), and the fused RMSNorm's
-// rows of 1024 groups from 200 rows 1.03-1.06x; RMSNorm alone's rows of 1024 groups read level.
+// 1.3x (LayerNorm at N = 12288 from 200 rows; LayerNorm alone in four blocks past a row an SM,
+// where its one block a row, two blocks an SM, is fast: layer_norm [136, 16384] 3.89 us against
+// 4.14 split), and the fused RMSNorm's rows of 1024 groups from 200 rows 1.03-1.06x (their pairs
+// of rows a block, norm_config.cc, replay as fast); RMSNorm alone's rows of 1024 groups read
+// level.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
