@@ -52,30 +52,10 @@ if has build; then
   run build cmake --build "$BUILD_DIR" -j "$(nproc)" || exit 1
 fi
 tests="$BUILD_DIR/tests/cpp/fusekit_tests"
-# The C++ suite in TEST_SHARDS processes at once (GoogleTest's sharding; default 12): in one
-# process its CPU cases run one after another beside the GPU's and the suite takes over ten
-# minutes; in 12 shards on an H100 its 539 tests took 191 s (2026-12-07). Each shard's log is
-# LOG_DIR/test/shard-K.log; the step fails if any shard does.
-test_in_shards() {
-  local shards=$1 dir="$LOG_DIR/test" k failed=0
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  local pids=()
-  for ((k = 0; k < shards; k++)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k "$tests" --gtest_brief=1 \
-      > "$dir/shard-$k.log" 2>&1 &
-    pids+=($!)
-  done
-  for k in "${!pids[@]}"; do
-    wait "${pids[$k]}" || { failed=1; echo "shard $k failed: $dir/shard-$k.log"; }
-  done
-  grep -h -E '^\[  (FAILED|PASSED|SKIPPED) ' "$dir"/shard-*.log | sort | uniq -c
-  awk '/tests? from .* ran/ { n += $2 } END { print n " tests ran in all shards" }' \
-    "$dir"/shard-*.log
-  return $failed
-}
+# The C++ suite in TEST_SHARDS processes at once (default 12; scripts/test_shards.sh says why),
+# each shard's log in LOG_DIR/test/shard-K.log.
 if has test; then
-  run test test_in_shards "${TEST_SHARDS:-12}"
+  run test scripts/test_shards.sh "${TEST_SHARDS:-12}" "$tests" "$LOG_DIR/test"
   # CUDA builds: the dynamic fp8 scale's math over every float (tests/cpp/gpu_scale_math_check.cu).
   scale_check="$BUILD_DIR/tests/cpp/fusekit_scale_math_check"
   [ -x "$scale_check" ] && run scale_math "$scale_check"
