@@ -178,7 +178,8 @@ TEST(NormConfig, LayerNormMidBatchRowsSplitOverTwoBlocks) {
 // Rows of 1024 groups or more (N >= 8192 bf16) past the decode grids: in blocks of 128 threads,
 // four groups a thread where the row is 2^k groups, the trigger after the writes; up to five rows
 // for every four SMs (165 of 132), LayerNorm's rows in two blocks up to two rows an SM, LayerNorm
-// alone's in four up to one; not the fp8 forms.
+// alone's in four up to one; RMSNorm's wider rows past five rows for four SMs in two blocks; not
+// the fp8 forms.
 TEST(NormConfig, LongRowsAtMidBatchesSplitIntoBlocksOf128Threads) {
   using Case = SplitCase;
   const Case cases[] = {
@@ -188,10 +189,19 @@ TEST(NormConfig, LongRowsAtMidBatchesSplitIntoBlocksOf128Threads) {
       {false, true, false, false, 8192, 166, 1, 0, 0, false},
       {false, true, false, true, 12288, 160, 4, 512, 3, true},
       {false, true, false, false, 16384, 133, 4, 512, 4, true},
-      {false, true, false, false, 16384, 166, 1, 0, 0, false},
       {false, false, false, true, 8192, 100, 2, 256, 4, true},
       {false, false, false, true, 16384, 165, 4, 512, 4, true},
-      {false, false, false, true, 12288, 200, 1, 0, 0, false},
+      // ... and past that up to two rows an SM, in two blocks of 256 threads, RMSNorm alone's rows
+      // of more than 1024 groups and the fused add's of 2048.
+      {false, false, false, true, 12288, 200, 2, 512, 3, true},
+      {false, false, false, true, 14336, 264, 2, 512, 4, true},
+      {false, false, false, true, 16384, 265, 1, 0, 0, false},
+      {false, false, false, true, 8192, 200, 1, 0, 0, false},
+      {false, true, false, false, 16384, 166, 2, 512, 4, true},
+      {false, true, false, true, 16384, 264, 2, 512, 4, true},
+      {false, true, false, false, 16384, 265, 1, 0, 0, false},
+      {false, true, false, false, 12288, 166, 1, 0, 0, false},
+      {false, true, false, true, 14336, 200, 1, 0, 0, false},
       // Rows of other group counts past 1024: 512 threads of three or four, in four blocks.
       {false, true, false, false, 11008, 136, 4, 512, 3, true},
       {false, false, false, true, 14336, 120, 4, 512, 4, true},

@@ -85,8 +85,10 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
     // And 256 rows, one to two blocks an SM, where the launch moves the trigger after the writes
     // if the kernel's blocks leave no room for the next grid's (gpu::next_grid_crowded).
     if (gpu && (n == 4096 || n == 12288)) batch_sizes.push_back(256);
-    // And 160 rows of 1024 groups or more, split over blocks of 128 threads (take_split_rows).
+    // And 160 rows of 1024 groups or more, split over blocks of 128 threads, and 232 of 2048,
+    // RMSNorm's split over two blocks of 256 (take_split_rows).
     if (gpu && (n == 8192 || n == 12288 || n == 16384)) batch_sizes.push_back(160);
+    if (gpu && n == 16384) batch_sizes.push_back(232);
     for (const int64_t rows : batch_sizes) {
       batch.rows = rows;
       batch.cols = n;

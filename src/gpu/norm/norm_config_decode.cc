@@ -27,14 +27,24 @@ constexpr bool layer_mid_split_fits(int threads, int64_t rows, int64_t sm_count)
 // this many threads.
 constexpr int64_t kLongMidSplitMinGroups = 1024;
 constexpr int kLongMidSplitBlockThreads = 128;
-// The most rows a grid of long rows split at mid batches holds, on sm_count SMs, split over
-// `blocks` blocks: five rows for every four SMs; LayerNorm's rows in two blocks up to two rows an
-// SM, LayerNorm alone's in four up to one.
-constexpr int64_t long_mid_split_max_rows(bool layer, bool adds_residual, int blocks,
-                                          int64_t sm_count) {
-  return layer && blocks == 2                    ? 2 * sm_count
-         : layer && !adds_residual && blocks > 2 ? sm_count
-                                                 : 5 * sm_count / 4;
+// How many blocks a long row splits into at a mid batch of `rows` on `sm_count` SMs, 0 for none
+// (take_split_rows): blocks of 128 threads (`blocks_of_128` of them: two for rows of 1024
+// groups, four past that) up to five rows for every four SMs, LayerNorm's rows in two blocks up to
+// two rows an SM, LayerNorm alone's in four up to one; past five rows for four SMs, up to two rows
+// an SM, RMSNorm alone's rows of more than 1024 groups and the fused RMSNorm's of 2048 in two
+// blocks of 256 threads.
+constexpr int long_mid_split_blocks(bool layer, bool adds_residual, int64_t groups,
+                                    int blocks_of_128, int64_t rows, int64_t sm_count) {
+  if (layer) {
+    const int64_t max_rows = blocks_of_128 == 2 ? 2 * sm_count
+                             : adds_residual    ? 5 * sm_count / 4
+                                                : sm_count;
+    return rows <= max_rows ? blocks_of_128 : 0;
+  }
+  if (rows <= 5 * sm_count / 4) return blocks_of_128;
+  const bool wider = groups > kLongMidSplitMinGroups &&
+                     (!adds_residual || groups == int64_t{kNormMaxItems} * kNormMaxThreads);
+  return wider && rows <= 2 * sm_count ? 2 : 0;
 }
 
 }  // namespace
@@ -103,7 +113,9 @@ constexpr int64_t long_mid_split_max_rows(bool layer, bool adds_residual, int bl
 // where its one block a row, two blocks an SM, is fast: layer_norm [136, 16384] 3.89 us against
 // 4.14 split), and the fused RMSNorm's rows of 1024 groups from 200 rows 1.03-1.06x (their pairs
 // of rows a block, norm_config.cc, replay as fast); RMSNorm alone's rows of 1024 groups read
-// level.
+// level. Past five rows for four SMs, up to two rows an SM, RMSNorm alone's rows of more than 1024
+// groups and the fused RMSNorm's of 2048 (whose one block a row loads the weight at the output)
+// split in two blocks of 256 threads: RMSNORM_WIDER_MEASURED.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
@@ -114,7 +126,7 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const bool shared_outputs_hold = power_of_two_row && !shape.layer && !shape.adds_residual &&
                                    !shape.fp8_output && !longest_rows;
   // Long rows past the decode grids (not the fp8 forms), on four groups a thread where the row is
-  // 2^k groups: bounded by long_mid_split_max_rows below.
+  // 2^k groups, in as many blocks as long_mid_split_blocks gives (none: no split).
   const bool long_mid_rows = !small_grid && groups >= kLongMidSplitMinGroups && !shape.fp8_output;
   const bool layer_mid_rows = shape.layer && !small_grid && shape.rows <= 2 * sm_count &&
                               !power_of_two_row && !long_mid_rows;
@@ -133,12 +145,12 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
     items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
   }
   if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
-  const int long_mid_blocks = threads / kLongMidSplitBlockThreads;
-  if (long_mid_rows &&
-      shape.rows > long_mid_split_max_rows(shape.layer, shape.adds_residual, long_mid_blocks,
-                                           sm_count)) {
-    return false;
-  }
+  const int long_mid_blocks =
+      long_mid_rows ? long_mid_split_blocks(shape.layer, shape.adds_residual, groups,
+                                            threads / kLongMidSplitBlockThreads, shape.rows,
+                                            sm_count)
+                    : 0;
+  if (long_mid_rows && long_mid_blocks == 0) return false;
   // LayerNorm alone's plain rows of three groups on 64 threads keep one block a row.
   if (layer_plain_three_rows(shape) && config->items == 3 && config->rows_per_block == 1) {
     return false;
