@@ -115,7 +115,11 @@ constexpr int long_mid_split_blocks(bool layer, bool adds_residual, int64_t grou
 // of rows a block, norm_config.cc, replay as fast); RMSNorm alone's rows of 1024 groups read
 // level. Past five rows for four SMs, up to two rows an SM, RMSNorm alone's rows of more than 1024
 // groups and the fused RMSNorm's of 2048 (whose one block a row loads the weight at the output)
-// split in two blocks of 256 threads: RMSNORM_WIDER_MEASURED.
+// split in two blocks of 256 threads. Graph replay on an H100 against one block a row (bench/
+// NOTES.md, "RMSNorm's wider rows split in two past five rows for four SMs, measured"): rms_norm
+// [166-256, 11008-16384] 0.85-0.97x (3.47 -> 3.20 us at [166, 16384]); fused_add_rms_norm
+// [166 / 200 / 232 / 256, 16384] 5.48 / 6.21 / 7.13 / 7.36 -> 4.71 / 5.21 / 6.73 / 7.08 us (out
+// of place 0.83-0.93x); fp16 alike (0.83-0.97x). At 264 rows (cold L2) level.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
