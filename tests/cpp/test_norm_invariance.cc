@@ -51,16 +51,17 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
   const NormOp op = std::get<1>(GetParam());
   const DType dtype = std::get<2>(GetParam());
   for (int64_t n :
-       {64, 128, 769, 896, 2304, 4096, 5120, 5125, 7168, 8192, 12288, 16384, 20480, 65536,
-        262144}) {
+       {64, 128, 769, 896, 1024, 2304, 4096, 5120, 5125, 7168, 8192, 12288, 16384, 20480,
+        65536, 262144}) {
     const bool gpu = backend == Backend::kGPU;
     // The GPU's five-group kernel, and (2304 and 7168 bf16) its three- and four-group kernels
     // whose threads' last groups lie partly past the row (RowFit::kLastPartial); the CPU has
     // no such paths. 12288 float32 and 20480 take clusters of 3 and 5 blocks. A lone row of
     // 896 bf16 (112 groups) is split over the blocks of a cluster, one group a thread.
-    // 8192 and 16384 bf16: rows split over blocks of 128 threads at mid batches (below).
-    if ((n == 896 || n == 2304 || n == 5120 || n == 7168 || n == 8192 || n == 16384 ||
-         n == 20480) &&
+    // 8192 and 16384 bf16: rows split over blocks of 128 threads at mid batches (below); 1024
+    // bf16: one group a thread on 128 threads at mid batches.
+    if ((n == 896 || n == 1024 || n == 2304 || n == 5120 || n == 7168 || n == 8192 ||
+         n == 16384 || n == 20480) &&
         !gpu) {
       continue;
     }
@@ -82,6 +83,9 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
     std::vector<int64_t> batch_sizes = {large_batch};
     if (gpu && (n == 2304 || n == 5120 || n == 7168)) batch_sizes.push_back(100);
     if (gpu && n == 896) batch_sizes.push_back(200);
+    // And 200 rows (between one and two rows an SM) of 1024 and of 7168 bf16: RMSNorm's rows on
+    // 128 threads of one group, the fused add's of 256 x 4 one a block.
+    if (gpu && (n == 1024 || n == 7168)) batch_sizes.push_back(200);
     // And 256 rows, one to two blocks an SM, where the launch moves the trigger after the writes
     // if the kernel's blocks leave no room for the next grid's (gpu::next_grid_crowded).
     if (gpu && (n == 4096 || n == 12288)) batch_sizes.push_back(256);

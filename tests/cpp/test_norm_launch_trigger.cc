@@ -15,8 +15,8 @@ namespace {
 
 // The heuristic leaves the next grid's launch at the kernel's start on every path, except with
 // the fused add's weight at the output (FusedAddWideRowsLoadTheirWeightAtTheOutput), the plain
-// form at mid batches (PlainFormTakesPairsLateAtMidBatches; both in test_norm_config.cc), the
-// fused add's fp8 forms below, and the cluster path with more rows than SMs (N = 262144 here;
+// form at mid batches (PlainFormTakesPairsLateAtMidBatches; both in test_norm_config.cc) and the
+// cluster path with more rows than SMs (N = 262144 here;
 // LongRowsTakeBlocksThatCoverThemOrSlicesOf512Groups).
 TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   NormShape s;  // 132 SMs
@@ -48,35 +48,30 @@ TEST(NormConfig, HeuristicTriggersTheNextLaunchAtTheStart) {
   }
 }
 
-// The fused add's fp8 forms trigger the next launch after their writes where their rows take
-// 256 threads x four groups, one row per block, at one to two rows per SM (132 SMs here), the
-// shape whose early-launched successors slowed graph replay; elsewhere at the start.
-TEST(NormConfig, FusedAddFp8TriggersLateAtOneToTwoRowsPerSm) {
-  struct Case {
-    int64_t cols, rows;
-    bool late;
-  };
-  for (const Case& k : {Case{8192, 133, true}, Case{8192, 256, true}, Case{8192, 264, true},
-                        Case{8192, 132, false}, Case{8192, 265, false}, Case{8192, 2048, false},
-                        Case{8192, 32, false}, Case{4096, 256, false}, Case{16384, 256, false}}) {
-    SCOPED_TRACE("n=" + std::to_string(k.cols) + " m=" + std::to_string(k.rows));
-    NormShape s;
-    s.min_blocks_per_sm = 1;
-    s.adds_residual = true;
-    s.fp8_output = true;
-    s.cols = k.cols;
-    s.rows = k.rows;
-    const NormConfig c = choose_norm_config(s);
-    EXPECT_EQ(c.trigger_after_writes, k.late);
-    if (k.late) {
-      EXPECT_EQ(c.threads_per_row, 256);
-      EXPECT_EQ(c.items, 4);
-      EXPECT_EQ(c.rows_per_block, 1);
+// The fused add's fp8 forms leave the trigger to the rule by residency (trigger_late_where_crowded)
+// at every batch, their rows of 256 threads x four groups at one to two rows an SM (132 SMs here)
+// too, one row a block: the early trigger replayed those faster where the rule keeps it.
+TEST(NormConfig, FusedAddFp8LeavesTheTriggerToTheRuleByResidency) {
+  for (const int64_t cols : {7168, 8192, 4096, 16384}) {
+    for (const int64_t rows : {32, 132, 133, 198, 199, 256, 264, 265, 2048}) {
+      SCOPED_TRACE("n=" + std::to_string(cols) + " m=" + std::to_string(rows));
+      NormShape s;
+      s.min_blocks_per_sm = 1;
+      s.adds_residual = true;
+      s.fp8_output = true;
+      s.whole_groups = true;
+      s.cols = cols;
+      s.rows = rows;
+      const NormConfig c = choose_norm_config(s);
+      ASSERT_EQ(c.path, NormConfig::Path::kRegisters);
+      EXPECT_FALSE(c.trigger_after_writes) << c.to_string();
+      EXPECT_EQ(c.trigger_late_where_crowded, c.split_blocks == 1) << c.to_string();
+      if (cols >= 7168 && cols <= 8192 && rows > 132 && rows <= 264) {
+        EXPECT_EQ(c.threads_per_row, 256);
+        EXPECT_EQ(c.items, 4);
+        EXPECT_EQ(c.rows_per_block, 1);
+      }
     }
-    // RMSNorm alone with an fp8 output keeps the trigger at the start.
-    s.adds_residual = false;
-    s.min_blocks_per_sm = 2;
-    EXPECT_FALSE(choose_norm_config(s).trigger_after_writes);
   }
 }
 

@@ -59,8 +59,9 @@ constexpr int64_t kMidSmGroups = 1024;
 // the GPU: spread over at least this many threads where the row has that many groups, a power of
 // two (N = 1024 and 2048 bf16), rather than four groups per thread on fewer. Cold L2 on an H100
 // (NOTES.md "Norm v22"), fused_add_rms_norm [2048, 2048] 13.06-13.18 us at 128 x 2 against
-// 13.55-13.73 at 64 x 4, in three sweeps on two machines.
-constexpr int kFusedAddMinThreadsPerRow = 128;
+// 13.55-13.73 at 64 x 4, in three sweeps on two machines. RMSNorm alone's plain rows too, from
+// half as many rows as SMs to twice as many (choose_norm_config).
+constexpr int kRmsMinThreadsPerRow = 128;
 // The RMSNorm fused add's plain calls on rows of 512 threads x four groups (N = 16384 in 16 bits)
 // load their weight at the output (NormConfig::weight_at_output, two blocks an SM) up to this
 // many rows an SM, and past it take the plain kernel with the weight beside the row (one block an
@@ -370,9 +371,14 @@ NormConfig choose_norm_config(const NormShape& shape) {
          (shape.layer && layer_mid_batch) || plain_mid || layer_add_pairs)) {
       items = 2;
     }
-    if (fills_gpu && shape.adds_residual && !shape.layer && one_block_per_sm &&
-        next_pow2(groups) == groups && groups >= kFusedAddMinThreadsPerRow) {
-      while (items > 1 && groups / items < kFusedAddMinThreadsPerRow) items /= 2;
+    // RMSNorm alone's plain rows at those mid batches likewise keep at least 128 threads: rows of
+    // 128 groups (N = 1024 bf16) one group a thread rather than pairs on 64, rms_norm [166, 1024]
+    // 1.07 us against 1.39 (32 x 4: 1.30), cold [264, 1024] 4.96 against 5.28 (H100, bench/
+    // NOTES.md "The triggers set by shape, swept").
+    const bool rms_plain_mid = plain_mid && !shape.adds_residual;
+    if (fills_gpu && ((shape.adds_residual && !shape.layer && one_block_per_sm) || rms_plain_mid) &&
+        next_pow2(groups) == groups && groups >= kRmsMinThreadsPerRow) {
+      while (items > 1 && groups / items < kRmsMinThreadsPerRow) items /= 2;
     }
     // Rows of 65-127 whole groups (N = 520-1016 bf16, such as 896 and 960; LayerNorm's 640 and 768
     // too) in the forms with fixed thread counts, at batches that fill the GPU up to
@@ -480,19 +486,11 @@ NormConfig choose_norm_config(const NormShape& shape) {
                        &c);
     }
     if (short_rows) widen_short_row_blocks(groups, &c);
-    // Measured on an H100 and not understood: the fused add's 256-thread blocks of four groups per
-    // thread (two blocks per SM by their registers), one row each, replayed 30-60% slower with
-    // programmatic dependent launch when the grid had between one and two blocks per SM
-    // (fused_add_rms_norm [256, 5120] 4.86 us against 3.76 without PDL), and not at 64, 128 or 512
-    // rows. Two rows per block keep the grid within one block per SM there: 3.53 us with PDL.
-    // The next call's early-launched blocks are the cause: with the trigger after the writes the
-    // same launch at [256, 8192] replayed in 4.03 us against 7.04 (NOTES.md "Norm v13").
-    if (fills_gpu && one_block_per_sm && c.rows_per_block == 1 && c.threads_per_row == 256 &&
-        c.items == 4 &&
-        shape.rows > shape.sm_count && shape.rows <= 2 * static_cast<int64_t>(shape.sm_count)) {
-      c.rows_per_block = 2;
-      c.block_threads = 2 * c.threads_per_row;
-    }
+    // The fused add's 256-thread rows of four groups keep one row a block at one to two rows an
+    // SM too. They took two a block there against the next grid's early blocks ("Norm v13")
+    // before the trigger by residency, which now covers that loss: one row a block replayed
+    // fused_add_rms_norm [166 / 200, 7168] in 3.09 us against 4.74 / 5.08 in pairs (H100,
+    // bench/NOTES.md "The triggers set by shape, swept").
     // The fused add's four-group rows in 512-thread blocks (N = 16384 bf16) at more rows than
     // SMs: the weight loaded at the output, for two blocks per SM (NormConfig). Where that makes
     // a grid of one to two blocks per SM, the next call's blocks launched early would take the
@@ -517,16 +515,12 @@ NormConfig choose_norm_config(const NormShape& shape) {
     c.weight_at_output = shape.group_elems == 8 && fills_gpu && one_block_per_sm &&
                          fused_add_wide_rows && shape.rows > shape.sm_count &&
                          !fused_add_wide_plain;
-    // The fused add's fp8 forms in the shape of the early-launch loss above (256 threads x four
-    // groups, one row per block, one to two rows per SM): with y kept in registers their kernels
-    // take 80 registers, three blocks an SM, and replayed [256, 8192] in 5.73 us against 4.73
-    // with the recompute (bench/NOTES.md, "Norm v23"), so the trigger moves after the writes.
-    const bool fp8_add_mid = shape.fp8_output && shape.adds_residual &&
-                             c.path == NormConfig::Path::kRegisters && c.rows_per_block == 1 &&
-                             c.threads_per_row == 256 && c.items == kNormMaxItems &&
-                             shape.rows > sm_count && shape.rows <= 2 * sm_count;
+    // The fp8 fused add's 256 x 4 rows at one to two rows an SM once took the late trigger by
+    // shape ("Norm v23"); the rule by residency sets it from 199 rows now (three blocks an SM),
+    // and below that the early one replayed faster: fused_add_rms_norm_quant_fp8 [166, 7168]
+    // 3.36 us against 3.46 (H100, bench/NOTES.md "The triggers set by shape, swept").
     c.trigger_after_writes = (c.weight_at_output && shape.rows <= 2 * sm_count) ||
-                             (plain_mid && c.items == 2) || fp8_add_mid;
+                             (plain_mid && c.items == 2);
     // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes)
     // measured level at M = 1 in two of three sweeps and +-0.1-0.7 us either way by shape at
     // M = 32-256, with no rule that held across runs (bench/NOTES.md, "Norm v13").
