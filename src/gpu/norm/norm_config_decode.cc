@@ -44,7 +44,21 @@ constexpr int long_mid_split_blocks(bool layer, bool adds_residual, int64_t grou
   if (rows <= 5 * sm_count / 4) return blocks_of_128;
   const bool wider = groups > kLongMidSplitMinGroups &&
                      (!adds_residual || groups == int64_t{kNormMaxItems} * kNormMaxThreads);
-  return wider && rows <= 2 * sm_count ? 2 : 0;
+  const bool near_long = groups < kLongMidSplitMinGroups;  // fused_rms_near_long_rows
+  return (wider || near_long) && rows <= 2 * sm_count ? 2 : 0;
+}
+// The fused RMSNorm's rows of kNearLongMinGroups-1023 groups (N = 6152-8184 bf16: 256 threads,
+// four groups a thread, the last partly past the row), which split at mid batches as the long
+// rows do, in two blocks of 128 threads, up to two rows an SM.
+constexpr int64_t kNearLongMinGroups = 769;
+constexpr bool fused_rms_near_long_rows(const NormShape& shape, int64_t groups) {
+  return shape.adds_residual && !shape.layer && groups >= kNearLongMinGroups &&
+         groups < kLongMidSplitMinGroups;
+}
+// RMSNorm alone's rows of kLongMidSplitMinGroups groups (N = 8192 bf16) split at mid batches on
+// two groups a thread rather than four: 512 threads, in two blocks of 256.
+constexpr bool rms_alone_pairs_split(const NormShape& shape, int64_t groups) {
+  return !shape.layer && !shape.adds_residual && groups == kLongMidSplitMinGroups;
 }
 
 }  // namespace
@@ -131,7 +145,10 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
                                    !shape.fp8_output && !longest_rows;
   // Long rows past the decode grids (not the fp8 forms), on four groups a thread where the row is
   // 2^k groups, in as many blocks as long_mid_split_blocks gives (none: no split).
-  const bool long_mid_rows = !small_grid && groups >= kLongMidSplitMinGroups && !shape.fp8_output;
+  const bool long_mid_rows =
+      !small_grid && !shape.fp8_output &&
+      (groups >= kLongMidSplitMinGroups || fused_rms_near_long_rows(shape, groups));
+  const bool rms_pairs = long_mid_rows && rms_alone_pairs_split(shape, groups);
   const bool layer_mid_rows = shape.layer && !small_grid && shape.rows <= 2 * sm_count &&
                               !power_of_two_row && !long_mid_rows;
   if (!((small_grid && !shared_outputs_hold) || layer_mid_rows || long_mid_rows) ||
@@ -141,7 +158,7 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
   int threads = 0;
   int items = 0;
   if (power_of_two_row) {
-    items = longest_rows || long_mid_rows ? kNormMaxItems : 2;
+    items = longest_rows || (long_mid_rows && !rms_pairs) ? kNormMaxItems : 2;
     threads = static_cast<int>(groups / items);
   } else {
     threads = static_cast<int>(
@@ -151,7 +168,9 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
   if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
   const int long_mid_blocks =
       long_mid_rows ? long_mid_split_blocks(shape.layer, shape.adds_residual, groups,
-                                            threads / kLongMidSplitBlockThreads, shape.rows,
+                                            threads / (rms_pairs ? 2 * kLongMidSplitBlockThreads
+                                                                 : kLongMidSplitBlockThreads),
+                                            shape.rows,
                                             sm_count)
                     : 0;
   if (long_mid_rows && long_mid_blocks == 0) return false;
