@@ -84,13 +84,14 @@ TEST_P(NormInvariance, RowAloneEqualsRowInBatchAndRunsRepeat) {
     if (gpu && (n == 2304 || n == 5120 || n == 7168)) batch_sizes.push_back(100);
     if (gpu && n == 896) batch_sizes.push_back(200);
     // And 200 rows (between one and two rows an SM) of 1024 and of 7168 bf16: RMSNorm's rows on
-    // 128 threads of one group, the fused add's of 256 x 4 one a block.
+    // 128 threads of one group, the fused add's of 256 x 4 split over two blocks of 128.
     if (gpu && (n == 1024 || n == 7168)) batch_sizes.push_back(200);
     // And 256 rows, one to two blocks an SM, where the launch moves the trigger after the writes
     // if the kernel's blocks leave no room for the next grid's (gpu::next_grid_crowded).
     if (gpu && (n == 4096 || n == 12288)) batch_sizes.push_back(256);
-    // And 160 rows of 1024 groups or more, split over blocks of 128 threads, and 232 of 2048,
-    // RMSNorm's split over two blocks of 256 (take_split_rows).
+    // And 160 rows of 1024 groups or more, split over blocks of 128 threads (RMSNorm alone's
+    // rows of 1024 groups over two blocks of 256), and 232 of 2048, RMSNorm's split over two
+    // blocks of 256 (take_split_rows).
     if (gpu && (n == 8192 || n == 12288 || n == 16384)) batch_sizes.push_back(160);
     if (gpu && n == 16384) batch_sizes.push_back(232);
     for (const int64_t rows : batch_sizes) {
