@@ -490,7 +490,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // SM too. They took two a block there against the next grid's early blocks ("Norm v13")
     // before the trigger by residency, which now covers that loss: one row a block replayed
     // fused_add_rms_norm [166 / 200, 7168] in 3.09 us against 4.74 / 5.08 in pairs (H100,
-    // bench/NOTES.md "The triggers set by shape, swept").
+    // bench/NOTES.md "The triggers set by shape, swept"). Where the split kernels are built, those
+    // rows split over two blocks there instead (take_split_rows).
     // The fused add's four-group rows in 512-thread blocks (N = 16384 bf16) at more rows than
     // SMs: the weight loaded at the output, for two blocks per SM (NormConfig). Where that makes
     // a grid of one to two blocks per SM, the next call's blocks launched early would take the

@@ -29,10 +29,11 @@ constexpr int64_t kLongMidSplitMinGroups = 1024;
 constexpr int kLongMidSplitBlockThreads = 128;
 // How many blocks a long row splits into at a mid batch of `rows` on `sm_count` SMs, 0 for none
 // (take_split_rows): blocks of 128 threads (`blocks_of_128` of them: two for rows of 1024
-// groups, four past that) up to five rows for every four SMs, LayerNorm's rows in two blocks up to
+// groups, four past that; RMSNorm alone's pairs of 1024 groups pass their two blocks of 256
+// here) up to five rows for every four SMs, LayerNorm's rows in two blocks up to
 // two rows an SM, LayerNorm alone's in four up to one; past five rows for four SMs, up to two rows
 // an SM, RMSNorm alone's rows of more than 1024 groups and the fused RMSNorm's of 2048 in two
-// blocks of 256 threads.
+// blocks of 256 threads, and the fused RMSNorm's rows of 769-1023 groups in two of 128.
 constexpr int long_mid_split_blocks(bool layer, bool adds_residual, int64_t groups,
                                     int blocks_of_128, int64_t rows, int64_t sm_count) {
   if (layer) {
@@ -134,6 +135,13 @@ constexpr bool rms_alone_pairs_split(const NormShape& shape, int64_t groups) {
 // [166-256, 11008-16384] 0.85-0.97x (3.47 -> 3.20 us at [166, 16384]); fused_add_rms_norm
 // [166 / 200 / 232 / 256, 16384] 5.48 / 6.21 / 7.13 / 7.36 -> 4.71 / 5.21 / 6.73 / 7.08 us (out
 // of place 0.83-0.93x); fp16 alike (0.83-0.97x). At 264 rows (cold L2) level.
+// RMSNorm alone's rows of exactly 1024 groups keep two groups a thread there (512 threads, in two
+// blocks of 256), and the fused RMSNorm's rows of 769-1023 groups (256 x 4, the last group partly
+// past the row) split as the long rows do, in two blocks of 128, up to two rows an SM. Swept on
+// an H100 (graph replay; bench/NOTES.md "Two more mid-batch splits"): rms_norm [136 / 160, 8192]
+// 1.98 / 2.09 us against 2.12 / 2.21 on 256 x 4 in two blocks, level at 100 rows;
+// fused_add_rms_norm [133 / 166 / 200 / 232, 7168] 2.31 / 2.48 / 2.78 / 3.08 against 2.83 /
+// 3.09 / 3.09 / 3.35 on one block a row, level at 256 (out of place alike).
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
