@@ -374,7 +374,9 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // RMSNorm alone's plain rows at those mid batches likewise keep at least 128 threads: rows of
     // 128 groups (N = 1024 bf16) one group a thread rather than pairs on 64, rms_norm [166, 1024]
     // 1.07 us against 1.39 (32 x 4: 1.30), cold [264, 1024] 4.96 against 5.28 (H100, bench/
-    // NOTES.md "The triggers set by shape, swept").
+    // NOTES.md "The triggers set by shape, swept"). A/B against pairs (H100, NOTES.md "Mid-batch
+    // launches, measured"): [136 / 166 / 200, 1024] 1.35 / 1.40 / 1.44 -> 1.04 / 1.07 / 1.11 us,
+    // cold [264, 1024] 5.95 -> 5.67, level at 100 rows.
     const bool rms_plain_mid = plain_mid && !shape.adds_residual;
     if (fills_gpu && ((shape.adds_residual && !shape.layer && one_block_per_sm) || rms_plain_mid) &&
         next_pow2(groups) == groups && groups >= kRmsMinThreadsPerRow) {
@@ -519,7 +521,8 @@ NormConfig choose_norm_config(const NormShape& shape) {
     // The fp8 fused add's 256 x 4 rows at one to two rows an SM once took the late trigger by
     // shape ("Norm v23"); the rule by residency sets it from 199 rows now (three blocks an SM),
     // and below that the early one replayed faster: fused_add_rms_norm_quant_fp8 [166, 7168]
-    // 3.36 us against 3.46 (H100, bench/NOTES.md "The triggers set by shape, swept").
+    // 3.36 us against 3.46 (H100, bench/NOTES.md "The triggers set by shape, swept"); A/B at
+    // 133-198 rows of N = 7168 and 8192 0.97-1.00x, level at 232 ("Mid-batch launches, measured").
     c.trigger_after_writes = (c.weight_at_output && shape.rows <= 2 * sm_count) ||
                              (plain_mid && c.items == 2);
     // Elsewhere the trigger stays at the kernel's start: the late one (trigger_after_writes)

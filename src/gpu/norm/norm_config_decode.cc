@@ -141,7 +141,12 @@ constexpr bool rms_alone_pairs_split(const NormShape& shape, int64_t groups) {
 // an H100 (graph replay; bench/NOTES.md "Two more mid-batch splits"): rms_norm [136 / 160, 8192]
 // 1.98 / 2.09 us against 2.12 / 2.21 on 256 x 4 in two blocks, level at 100 rows;
 // fused_add_rms_norm [133 / 166 / 200 / 232, 7168] 2.31 / 2.48 / 2.78 / 3.08 against 2.83 /
-// 3.09 / 3.09 / 3.35 on one block a row, level at 256 (out of place alike).
+// 3.09 / 3.09 / 3.35 on one block a row, level at 256 (out of place alike). A/B against the
+// launches before (H100, NOTES.md "Mid-batch launches, measured"): rms_norm [136, 8192] 2.10 ->
+// 1.99 us (fp16 2.08 -> 1.98), level at 100; fused_add_rms_norm against pairs of rows a block
+// [133 / 200 / 256, 7168] 3.42 / 5.06 / 3.98 -> 2.26 / 2.78 / 3.58, N = 6400 and 7936 alike
+// (0.53-0.82x), out of place 0.62-0.85x, 0.76-0.81x at 67 rows against one block a row, fp16
+// 0.54-0.56x.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
