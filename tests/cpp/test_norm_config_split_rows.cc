@@ -180,7 +180,8 @@ TEST(NormConfig, LayerNormMidBatchRowsSplitOverTwoBlocks) {
 // for every four SMs (165 of 132), LayerNorm's rows in two blocks up to two rows an SM, LayerNorm
 // alone's in four up to one; RMSNorm's wider rows past five rows for four SMs in two blocks; not
 // the fp8 forms. RMSNorm alone's rows of 1024 groups as pairs on 512 threads in two blocks of
-// 256; the fused RMSNorm's rows of 769-1023 groups (256 x 4) in two blocks up to two rows an SM.
+// 256; RMSNorm's rows of 769-1023 groups (256 x 4), alone and with the add, in two blocks up to
+// two rows an SM.
 TEST(NormConfig, LongRowsAtMidBatchesSplitIntoBlocksOf128Threads) {
   using Case = SplitCase;
   const Case cases[] = {
@@ -220,20 +221,24 @@ TEST(NormConfig, LongRowsAtMidBatchesSplitIntoBlocksOf128Threads) {
       {true, false, false, true, 12288, 133, 1, 0, 0, false},
       {true, false, false, true, 16384, 100, 4, 512, 4, true},
       {true, false, false, true, 16384, 136, 1, 0, 0, false},
-      // The fused RMSNorm's rows of 769-1023 groups (N = 6152-8184): 256 x 4, the last group
-      // partly past the row, in two blocks up to two rows an SM, in place or apart.
+      // RMSNorm's rows of 769-1023 groups (N = 6152-8184): 256 x 4, the last group partly past
+      // the row, in two blocks up to two rows an SM, with the add in place or apart, and alone.
       {false, true, false, false, 7168, 67, 2, 256, 4, true},
       {false, true, false, true, 7168, 200, 2, 256, 4, true},
       {false, true, false, false, 6152, 133, 2, 256, 4, true},
       {false, true, false, true, 8184, 264, 2, 256, 4, true},
       {false, true, false, false, 7936, 265, 1, 0, 0, false},
       {false, true, false, false, 6144, 200, 1, 0, 0, false},
-      // Not the fp8 forms, not RMSNorm alone's or LayerNorm's rows under 1024 groups (those keep
-      // their rules above).
+      {false, false, false, true, 7168, 200, 2, 256, 4, true},
+      {false, false, false, true, 6400, 67, 2, 256, 4, true},
+      {false, false, false, true, 7936, 264, 2, 256, 4, true},
+      {false, false, false, true, 7936, 265, 1, 0, 0, false},
+      // Not the fp8 forms, not LayerNorm's rows under 1024 groups (those keep their rules
+      // above).
       {false, true, true, true, 16384, 100, 1, 0, 0, false},
       {false, false, true, true, 8192, 100, 1, 0, 0, false},
       {false, true, true, true, 7168, 200, 1, 0, 0, false},
-      {false, false, false, true, 7168, 200, 1, 0, 0, false},
+      {false, false, true, true, 7168, 200, 1, 0, 0, false},
       {true, true, false, false, 7168, 200, 1, 0, 0, false},
   };
   for (const Case& k : cases) expect_split(k);

@@ -33,7 +33,7 @@ constexpr int kLongMidSplitBlockThreads = 128;
 // here) up to five rows for every four SMs, LayerNorm's rows in two blocks up to
 // two rows an SM, LayerNorm alone's in four up to one; past five rows for four SMs, up to two rows
 // an SM, RMSNorm alone's rows of more than 1024 groups and the fused RMSNorm's of 2048 in two
-// blocks of 256 threads, and the fused RMSNorm's rows of 769-1023 groups in two of 128.
+// blocks of 256 threads, and RMSNorm's rows of 769-1023 groups in two of 128.
 constexpr int long_mid_split_blocks(bool layer, bool adds_residual, int64_t groups,
                                     int blocks_of_128, int64_t rows, int64_t sm_count) {
   if (layer) {
@@ -45,16 +45,15 @@ constexpr int long_mid_split_blocks(bool layer, bool adds_residual, int64_t grou
   if (rows <= 5 * sm_count / 4) return blocks_of_128;
   const bool wider = groups > kLongMidSplitMinGroups &&
                      (!adds_residual || groups == int64_t{kNormMaxItems} * kNormMaxThreads);
-  const bool near_long = groups < kLongMidSplitMinGroups;  // fused_rms_near_long_rows
+  const bool near_long = groups < kLongMidSplitMinGroups;  // rms_near_long_rows
   return (wider || near_long) && rows <= 2 * sm_count ? 2 : 0;
 }
-// The fused RMSNorm's rows of kNearLongMinGroups-1023 groups (N = 6152-8184 bf16: 256 threads,
-// four groups a thread, the last partly past the row), which split at mid batches as the long
-// rows do, in two blocks of 128 threads, up to two rows an SM.
+// RMSNorm's rows of kNearLongMinGroups-1023 groups (N = 6152-8184 bf16: 256 threads, four
+// groups a thread, the last partly past the row), alone and with the add, which split at mid
+// batches as the long rows do, in two blocks of 128 threads, up to two rows an SM.
 constexpr int64_t kNearLongMinGroups = 769;
-constexpr bool fused_rms_near_long_rows(const NormShape& shape, int64_t groups) {
-  return shape.adds_residual && !shape.layer && groups >= kNearLongMinGroups &&
-         groups < kLongMidSplitMinGroups;
+constexpr bool rms_near_long_rows(const NormShape& shape, int64_t groups) {
+  return !shape.layer && groups >= kNearLongMinGroups && groups < kLongMidSplitMinGroups;
 }
 // RMSNorm alone's rows of kLongMidSplitMinGroups groups (N = 8192 bf16) split at mid batches on
 // two groups a thread rather than four: 512 threads, in two blocks of 256.
@@ -146,7 +145,8 @@ constexpr bool rms_alone_pairs_split(const NormShape& shape, int64_t groups) {
 // 1.99 us (fp16 2.08 -> 1.98), level at 100; fused_add_rms_norm against pairs of rows a block
 // [133 / 200 / 256, 7168] 3.42 / 5.06 / 3.98 -> 2.26 / 2.78 / 3.58, N = 6400 and 7936 alike
 // (0.53-0.82x), out of place 0.62-0.85x, 0.76-0.81x at 67 rows against one block a row, fp16
-// 0.54-0.56x.
+// 0.54-0.56x. RMSNorm alone's rows of 769-1023 groups split alike: swept at N = 6400, 7168 and
+// 7936, 133-232 rows, 0.87-0.97x against one block a row ([232, 6400] 2.56 -> 2.22 us).
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
@@ -160,7 +160,7 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
   // 2^k groups, in as many blocks as long_mid_split_blocks gives (none: no split).
   const bool long_mid_rows =
       !small_grid && !shape.fp8_output &&
-      (groups >= kLongMidSplitMinGroups || fused_rms_near_long_rows(shape, groups));
+      (groups >= kLongMidSplitMinGroups || rms_near_long_rows(shape, groups));
   const bool rms_pairs = long_mid_rows && rms_alone_pairs_split(shape, groups);
   const bool layer_mid_rows = shape.layer && !small_grid && shape.rows <= 2 * sm_count &&
                               !power_of_two_row && !long_mid_rows;
