@@ -145,8 +145,10 @@ constexpr bool rms_alone_pairs_split(const NormShape& shape, int64_t groups) {
 // 1.99 us (fp16 2.08 -> 1.98), level at 100; fused_add_rms_norm against pairs of rows a block
 // [133 / 200 / 256, 7168] 3.42 / 5.06 / 3.98 -> 2.26 / 2.78 / 3.58, N = 6400 and 7936 alike
 // (0.53-0.82x), out of place 0.62-0.85x, 0.76-0.81x at 67 rows against one block a row, fp16
-// 0.54-0.56x. RMSNorm alone's rows of 769-1023 groups split alike: swept at N = 6400, 7168 and
-// 7936, 133-232 rows, 0.87-0.97x against one block a row ([232, 6400] 2.56 -> 2.22 us).
+// 0.54-0.56x. RMSNorm alone's rows of 769-1023 groups split alike; A/B against one block a row
+// (H100, NOTES.md "RMSNorm alone's near-long rows split in two, measured"): rms_norm
+// [67 / 133 / 232 / 256, 6400] 1.78 / 2.11 / 2.58 / 2.74 -> 1.56 / 1.85 / 2.23 / 2.54 us,
+// 0.86-0.95x at 67-256 rows of N = 6400-7936, fp16 0.89-0.90x, cold at 264 rows 0.96-0.98x.
 // Returns false where the shape has no such kernel or the GPU no cluster that large.
 bool take_split_rows(const NormShape& shape, NormConfig* config) {
   const int64_t groups = ceil_div(std::max<int64_t>(shape.cols, 1), shape.group_elems);
