@@ -181,12 +181,11 @@ bool take_split_rows(const NormShape& shape, NormConfig* config) {
     items = static_cast<int>(ceil_div(groups, static_cast<int64_t>(threads)));
   }
   if (layer_mid_rows && !layer_mid_split_fits(threads, shape.rows, sm_count)) return false;
+  // Blocks of 128 threads, but RMSNorm alone's pairs of 1024 groups in blocks of 256.
+  const int long_block_threads = (rms_pairs ? 2 : 1) * kLongMidSplitBlockThreads;
   const int long_mid_blocks =
       long_mid_rows ? long_mid_split_blocks(shape.layer, shape.adds_residual, groups,
-                                            threads / (rms_pairs ? 2 * kLongMidSplitBlockThreads
-                                                                 : kLongMidSplitBlockThreads),
-                                            shape.rows,
-                                            sm_count)
+                                            threads / long_block_threads, shape.rows, sm_count)
                     : 0;
   if (long_mid_rows && long_mid_blocks == 0) return false;
   // LayerNorm alone's plain rows of three groups on 64 threads keep one block a row.
