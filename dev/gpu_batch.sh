@@ -32,7 +32,10 @@ left() { local l=$((END - (SECONDS - t0))); echo $((l > 1 ? l : 1)); }
 at_most() { local l; l=$(left); echo $((l < $1 ? l : $1)); }  # a step's bound: $1 or what is left
 log() { echo "[$((SECONDS - t0)) s] $*"; }
 NEW=build/gpu
-[ -d "build/ab/trees/$BASE" ] || { echo "no tree build/ab/trees/$BASE (dev/ab_bench.sh prepare)"; exit 2; }
+if [ ! -d "build/ab/trees/$BASE" ]; then
+  echo "no tree build/ab/trees/$BASE (dev/ab_bench.sh prepare REV, then rename it $BASE)"
+  exit 2
+fi
 
 if [ "${PREBUILT:-0}" != 1 ]; then
   cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEKIT_GPU=CUDA
